@@ -1,0 +1,33 @@
+"""Our logger, and warnings that are said once per process, not once per span."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+logger = logging.getLogger("agent_latency")
+
+_said: set[str] = set()
+_lock = threading.Lock()
+
+
+def warn_once(key: str, message: str, *args: object) -> None:
+    """Log ``message`` at WARNING the first time ``key`` is seen in this process."""
+    with _lock:
+        if key in _said:
+            return
+        _said.add(key)
+    logger.warning(message, *args)
+
+
+def internal_error(where: str) -> None:
+    """Log an exception raised inside our own code once per place, with its traceback.
+
+    Called from ``except`` blocks that protect the host program: our failure must never
+    become the user's.
+    """
+    with _lock:
+        if where in _said:
+            return
+        _said.add(where)
+    logger.exception("agent-latency internal error in %s (further ones are not logged)", where)

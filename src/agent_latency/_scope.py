@@ -1,0 +1,237 @@
+"""``task()`` and ``tool()``: spans that are context managers and decorators, sync and async."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from . import _hooks, semconv
+from ._log import internal_error, warn_once
+from ._version import __version__
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Set in the context while a task is open, so tool() can tell it runs inside one.
+_TASK_KEY = otel_context.create_key("agent_latency.task")
+# Task spans open right now, so that a task left open at exit still gets its budget.
+_open_tasks: dict[int, tuple[str, Span]] = {}
+
+
+def tracer() -> trace.Tracer:
+    """Our tracer from the global provider (a proxy until one is set, so always current)."""
+    return trace.get_tracer("agent_latency", __version__)
+
+
+class _Scope:
+    """One span around a block or each call of a function, sync or async.
+
+    As a context manager it is one span; as a decorator each call gets a fresh scope, so a
+    decorated function can run concurrently and recursively.
+    """
+
+    __slots__ = ("_attributes", "_kind", "_name", "_span", "_token")
+
+    def __init__(self, name: str, attributes: dict[str, Any], kind: SpanKind) -> None:
+        self._name = name
+        self._attributes = attributes
+        self._kind = kind
+        self._span: Span | None = None
+        self._token: object | None = None
+
+    def _fresh(self) -> _Scope:
+        fresh = object.__new__(type(self))
+        fresh._name, fresh._attributes, fresh._kind = self._name, self._attributes, self._kind
+        fresh._span = fresh._token = None
+        return fresh
+
+    def _context(self, span: Span) -> otel_context.Context:
+        return trace.set_span_in_context(span)
+
+    def _span_name(self) -> str:
+        raise NotImplementedError
+
+    def _before_end(self, span: Span, end_ns: int) -> None:
+        """Called just before the span ends: last chance to set attributes."""
+
+    # -- context manager -------------------------------------------------------------
+    def __enter__(self) -> Span:
+        if self._span is not None:
+            raise RuntimeError(f"{self._span_name()!r} is already open; a scope is entered once "
+                               "(use it as a decorator or create a new one)")
+        span = tracer().start_span(self._span_name(), kind=self._kind,
+                                   attributes=self._attributes)
+        self._span = span
+        self._token = otel_context.attach(self._context(span))
+        return span
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        span, token = self._span, self._token
+        if span is None:
+            return
+        self._span = self._token = None
+        try:
+            if exc is not None:
+                span.set_status(Status(StatusCode.ERROR, str(exc) or exc_type.__name__))
+                span.set_attribute(semconv.ERROR_TYPE, exc_type.__qualname__)
+                span.record_exception(exc)
+            end_ns = time.time_ns()
+            self._before_end(span, end_ns)
+            span.end(end_time=end_ns)
+        except Exception:  # noqa: BLE001 - the user's exception (if any) propagates unchanged
+            internal_error(f"{type(self).__name__}.__exit__")
+        finally:
+            try:
+                otel_context.detach(token)  # type: ignore[arg-type]
+            except Exception:  # noqa: BLE001 - detaching in another context logs, never raises
+                pass
+
+    async def __aenter__(self) -> Span:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # -- decorator ---------------------------------------------------------------------
+    def __call__(self, func: F) -> F:
+        if inspect.iscoroutinefunction(func):
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                with self._fresh():
+                    return await func(*args, **kwargs)
+            return async_wrapper  # type: ignore[return-value]
+        if inspect.isasyncgenfunction(func):
+            @functools.wraps(func)
+            async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
+                with self._fresh():
+                    async for item in func(*args, **kwargs):
+                        yield item
+            return agen_wrapper  # type: ignore[return-value]
+        if inspect.isgeneratorfunction(func):
+            @functools.wraps(func)
+            def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+                with self._fresh():
+                    return (yield from func(*args, **kwargs))
+            return gen_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self._fresh():
+                return func(*args, **kwargs)
+        return wrapper  # type: ignore[return-value]
+
+
+class task(_Scope):  # noqa: N801 - reads as a function at the call site, like contextlib's
+    """A task: a root of work whose wall time gets a budget.
+
+    ``with agent_latency.task("fix-tests"): ...``, ``async with``, or ``@task("fix-tests")``
+    on a sync or async function.  The span is ``invoke_agent {name}``; just before it ends
+    the budget processor sets ``agent_latency.budget.*`` on it.  A task inside another task
+    gets its own budget and also counts inside the outer one.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, name: str, *, attributes: dict[str, Any] | None = None) -> None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"task name must be a non-empty string, got {name!r}")
+        attrs = {
+            semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_INVOKE_AGENT,
+            semconv.GEN_AI_AGENT_NAME: name,
+            semconv.TASK_NAME: name,
+        }
+        super().__init__(name, {**(attributes or {}), **attrs}, SpanKind.INTERNAL)
+
+    def _context(self, span: Span) -> otel_context.Context:
+        _open_tasks[id(span)] = (self._name, span)
+        return otel_context.set_value(_TASK_KEY, self._name, trace.set_span_in_context(span))
+
+    def _span_name(self) -> str:
+        return f"{semconv.OPERATION_INVOKE_AGENT} {self._name}"
+
+    def _before_end(self, span: Span, end_ns: int) -> None:
+        _open_tasks.pop(id(span), None)
+        for finisher in list(_hooks.finishers):
+            finisher(span, end_ns)
+
+
+class tool(_Scope):  # noqa: N801
+    """A tool run inside a task: ``execute_tool {name}``, counted as tool execution.
+
+    ``tool_type`` is the GenAI convention's ``gen_ai.tool.type`` (``function``,
+    ``extension``, ``datastore``); ``call_id`` is the model's tool-call id when known.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, name: str, *, call_id: str | None = None, tool_type: str = "function",
+                 attributes: dict[str, Any] | None = None) -> None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"tool name must be a non-empty string, got {name!r}")
+        attrs: dict[str, Any] = {
+            semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_EXECUTE_TOOL,
+            semconv.GEN_AI_TOOL_NAME: name,
+            semconv.GEN_AI_TOOL_TYPE: tool_type,
+            semconv.COMPONENT: semconv.TOOL_EXECUTION,
+        }
+        if call_id is not None:
+            attrs[semconv.GEN_AI_TOOL_CALL_ID] = call_id
+        super().__init__(name, {**(attributes or {}), **attrs}, SpanKind.INTERNAL)
+
+    def _span_name(self) -> str:
+        return f"{semconv.OPERATION_EXECUTE_TOOL} {self._name}"
+
+    def __enter__(self) -> Span:
+        span = super().__enter__()
+        if span.is_recording() and not in_task():
+            warn_once("tool-outside-task", "agent-latency: tool %r ran outside any task; its "
+                      "span is exported but counts in no budget (wrap the work in "
+                      "agent_latency.task())", self._name)
+        return span
+
+
+def in_task() -> bool:
+    """Whether a task is open in the current context (any ancestor task span)."""
+    return otel_context.get_value(_TASK_KEY) is not None
+
+
+def end_open_tasks() -> int:
+    """End every task still open (at exit), with its budget; returns how many."""
+    ended = 0
+    for key, (name, span) in list(_open_tasks.items()):
+        _open_tasks.pop(key, None)
+        try:
+            warn_once(f"open-at-exit-{name}", "agent-latency: task %r was still open at exit; "
+                      "ended it there so its budget and spans are kept", name)
+            end_ns = time.time_ns()
+            for finisher in list(_hooks.finishers):
+                finisher(span, end_ns)
+            span.end(end_time=end_ns)
+            ended += 1
+        except Exception:  # noqa: BLE001
+            internal_error("end_open_tasks")
+    return ended
+
+
+def end_open_tasks() -> int:
+    """End every task still open (at exit), with its budget; returns how many."""
+    ended = 0
+    for key, (name, span) in list(_open_tasks.items()):
+        _open_tasks.pop(key, None)
+        try:
+            warn_once(f"open-at-exit-{name}", "agent-latency: task %r was still open at exit; "
+                      "ended it there so its budget and spans are kept", name)
+            end_ns = time.time_ns()
+            for finisher in list(_hooks.finishers):
+                finisher(span, end_ns)
+            span.end(end_time=end_ns)
+            ended += 1
+        except Exception:  # noqa: BLE001
+            internal_error("end_open_tasks")
+    return ended

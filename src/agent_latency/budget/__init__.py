@@ -1,0 +1,52 @@
+"""The pure budget engine: standard library only, no OpenTelemetry.
+
+It turns one LLM call's marks into phases (:func:`call_phases`), a task's busy intervals
+into the five-component split of its wall time (:func:`split`), and a recorded task into a
+what-if projection (:func:`project`).  The span processor runs it in-process; the offline
+report runs it on stored traces.
+"""
+
+from ._call import (
+    ESTIMATED,
+    MEASURED,
+    PHASE_ORDER,
+    SERVER_REPORTED,
+    CallMarks,
+    CallPhases,
+    call_phases,
+    phases_to_intervals,
+    split_server_time,
+)
+from ._interval import (
+    COMPONENTS,
+    CONNECTION_SETUP_PHASES,
+    PHASE_COMPONENT,
+    Interval,
+    UnknownComponentError,
+    component_of,
+)
+from ._split import Budget, split
+from ._whatif import Projection, Scenario, project
+
+__all__ = [
+    "COMPONENTS",
+    "CONNECTION_SETUP_PHASES",
+    "ESTIMATED",
+    "MEASURED",
+    "PHASE_COMPONENT",
+    "PHASE_ORDER",
+    "SERVER_REPORTED",
+    "Budget",
+    "CallMarks",
+    "CallPhases",
+    "Interval",
+    "Projection",
+    "Scenario",
+    "UnknownComponentError",
+    "call_phases",
+    "component_of",
+    "phases_to_intervals",
+    "project",
+    "split",
+    "split_server_time",
+]

@@ -1,0 +1,79 @@
+"""The interval model: a piece of a task's time that one budget component was busy."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+OUTPUT_GENERATION = "output_generation"
+PREFILL = "prefill"
+TOOL_EXECUTION = "tool_execution"
+NETWORK_OVERHEAD = "network_overhead"
+OTHER = "other"
+
+#: The five budget components, in report order.  ``other`` is also what every instant of a
+#: task with nothing active counts as: the agent's own work and waits.
+COMPONENTS = (OUTPUT_GENERATION, PREFILL, TOOL_EXECUTION, NETWORK_OVERHEAD, OTHER)
+
+#: The phase of an interval (what it was) and the component it counts as.
+PHASE_COMPONENT = {
+    "retry": OTHER,
+    "client": OTHER,
+    "dns": NETWORK_OVERHEAD,
+    "connect": NETWORK_OVERHEAD,
+    "tls": NETWORK_OVERHEAD,
+    "upload": NETWORK_OVERHEAD,
+    "rtt": NETWORK_OVERHEAD,
+    "prefill": PREFILL,
+    "output_generation": OUTPUT_GENERATION,
+    "tail": NETWORK_OVERHEAD,
+    "tool": TOOL_EXECUTION,
+    "network": NETWORK_OVERHEAD,
+    "other": OTHER,
+}
+
+#: Phases that a persistent connection would remove.
+CONNECTION_SETUP_PHASES = frozenset({"dns", "connect", "tls"})
+
+
+class UnknownComponentError(ValueError):
+    """A component or phase name that the budget model does not know."""
+
+
+def component_of(phase: str) -> str:
+    """The budget component a phase counts as; a component name maps to itself."""
+    try:
+        return PHASE_COMPONENT[phase]
+    except KeyError:
+        if phase in COMPONENTS:
+            return phase
+        raise UnknownComponentError(
+            f"unknown budget phase or component {phase!r}; expected one of "
+            f"{', '.join(sorted(set(PHASE_COMPONENT) | set(COMPONENTS)))}"
+        ) from None
+
+
+class Interval(NamedTuple):
+    """One busy stretch of a task, in integer nanoseconds of one monotonic-ish clock.
+
+    ``phase`` says what it was (``prefill``, ``tool``, ``dns`` …, see ``PHASE_COMPONENT``);
+    ``call`` groups the phases of one LLM call or tool run, so a what-if can find the call's
+    token count (``tokens``: output tokens for ``output_generation``, input tokens for
+    ``prefill``) and ``name`` (model or tool name).
+    """
+
+    start: int
+    end: int
+    phase: str
+    call: int = 0
+    tokens: int = 0
+    name: str = ""
+
+    @property
+    def component(self) -> str:
+        """The budget component this interval counts as."""
+        return component_of(self.phase)
+
+    @property
+    def duration(self) -> int:
+        """Length in nanoseconds (0 for a backwards interval)."""
+        return max(0, self.end - self.start)

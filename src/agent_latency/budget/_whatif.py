@@ -1,0 +1,153 @@
+"""Project a recorded task's wall time under changes to its components.
+
+The recorded happens-before order is kept: an interval that started after another ended
+still waits for it, plus the same reaction gap the agent showed after the last thing that
+had finished before it started.  Intervals that overlapped stay free to overlap, so parallel
+work is not double-saved.  Every interval's new start is its earliest start under those
+constraints (an earliest schedule, as in a critical-path computation).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ._interval import CONNECTION_SETUP_PHASES, Interval, UnknownComponentError
+
+# How an interval's duration changes: (interval, recorded duration ns) -> new duration ns.
+Change = Callable[[Interval, int], float]
+
+
+@dataclass(slots=True)
+class Scenario:
+    """A set of changes to project a task under.  Every field left ``None`` is unchanged.
+
+    Speeds: ``output_speedup`` (×k output tokens/s) or ``output_tps`` (= X tokens/s, needs
+    the call's token count); the same for prefill.  ``ttft_reduction`` and
+    ``network_reduction`` are fractions (0.3 = −30 %) of the time to first token (client,
+    network before the first token and prefill) and of network overhead.
+    ``persistent_connection`` removes DNS, TCP connect and TLS.  ``tool_speedup`` divides tool
+    time (by tool name when a mapping).  ``extra`` holds further custom changes.
+    """
+
+    output_speedup: float | None = None
+    output_tps: float | None = None
+    prefill_speedup: float | None = None
+    prefill_tps: float | None = None
+    ttft_reduction: float | None = None
+    network_reduction: float | None = None
+    persistent_connection: bool = False
+    tool_speedup: float | dict[str, float] | None = None
+    extra: list[Change] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for name in ("output_speedup", "output_tps", "prefill_speedup", "prefill_tps"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
+        for name in ("ttft_reduction", "network_reduction"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:
+                raise ValueError(f"{name} must be a fraction in [0, 1], got {value!r}")
+        speedups = self.tool_speedup.values() if isinstance(self.tool_speedup, dict) else (
+            [self.tool_speedup] if self.tool_speedup is not None else [])
+        for value in speedups:
+            if not value > 0:
+                raise ValueError(f"tool_speedup must be > 0, got {value!r}")
+
+    def duration(self, iv: Interval) -> float:
+        """The projected duration of one interval, in nanoseconds."""
+        d: float = iv.duration
+        phase = iv.phase
+        if phase == "output_generation":
+            if self.output_tps is not None and iv.tokens > 0:
+                d = iv.tokens / self.output_tps * 1e9
+            elif self.output_speedup is not None:
+                d /= self.output_speedup
+        elif phase == "prefill":
+            if self.prefill_tps is not None and iv.tokens > 0:
+                d = iv.tokens / self.prefill_tps * 1e9
+            elif self.prefill_speedup is not None:
+                d /= self.prefill_speedup
+        elif phase == "tool" and self.tool_speedup is not None:
+            k = (self.tool_speedup.get(iv.name, 1.0) if isinstance(self.tool_speedup, dict)
+                 else self.tool_speedup)
+            d /= k
+        if self.persistent_connection and phase in CONNECTION_SETUP_PHASES:
+            d = 0.0
+        if self.network_reduction is not None and phase in _NETWORK_PHASES:
+            d *= 1.0 - self.network_reduction
+        if self.ttft_reduction is not None and phase in _TTFT_PHASES:
+            d *= 1.0 - self.ttft_reduction
+        for change in self.extra:
+            d = change(iv, round(d))
+        return max(d, 0.0)
+
+
+_NETWORK_PHASES = frozenset({"dns", "connect", "tls", "upload", "rtt", "tail", "network"})
+_TTFT_PHASES = frozenset({"client", "dns", "connect", "tls", "upload", "rtt", "prefill"})
+
+
+@dataclass(slots=True)
+class Projection:
+    """A what-if result: the recorded and projected wall time and the new schedule."""
+
+    recorded_wall: float
+    projected_wall: float
+    schedule: list[tuple[Interval, int, int]]
+
+    @property
+    def saved(self) -> float:
+        """Seconds saved (negative when the scenario is slower)."""
+        return self.recorded_wall - self.projected_wall
+
+    @property
+    def speedup(self) -> float:
+        """Recorded over projected wall time."""
+        return self.recorded_wall / self.projected_wall if self.projected_wall > 0 else 1.0
+
+
+def project(
+    intervals: Iterable[Interval], start_ns: int, end_ns: int, scenario: Scenario,
+) -> Projection:
+    """Recompute the earliest schedule of a task's intervals under ``scenario``."""
+    end_ns = max(end_ns, start_ns)
+    # Clip to the task as the split does, so both see the same intervals.
+    clipped = (
+        iv._replace(start=max(iv.start, start_ns), end=min(iv.end, end_ns))
+        for iv in intervals
+    )
+    ivs = sorted(
+        (iv for iv in clipped if iv.end >= iv.start),
+        key=lambda iv: (iv.start, iv.end, iv.phase, iv.call),
+    )
+    for iv in ivs:
+        iv.component  # noqa: B018 - raises UnknownComponentError early, with a clear message
+    schedule: list[tuple[Interval, int, int]] = []
+    # Finished intervals waiting to become predecessors, keyed by recorded end.
+    pending: list[tuple[int, int, float]] = []
+    last_end = start_ns  # latest recorded end among predecessors so far (or the task start)
+    last_new_end = float(start_ns)  # latest projected end among them
+    for i, iv in enumerate(ivs):
+        while pending and pending[0][0] <= iv.start:
+            rec_end, _, new_end = heapq.heappop(pending)
+            last_end = max(last_end, rec_end)
+            last_new_end = max(last_new_end, new_end)
+        gap = max(iv.start - last_end, 0)
+        new_start = last_new_end + gap
+        new_end = new_start + scenario.duration(iv)
+        schedule.append((iv, round(new_start), round(new_end)))
+        heapq.heappush(pending, (iv.end, i, new_end))
+    for rec_end, _, new_end in pending:
+        last_end = max(last_end, rec_end)
+        last_new_end = max(last_new_end, new_end)
+    projected_end = last_new_end + max(end_ns - last_end, 0)
+    return Projection(
+        recorded_wall=(end_ns - start_ns) * 1e-9,
+        projected_wall=max(projected_end - start_ns, 0.0) * 1e-9,
+        schedule=schedule,
+    )
+
+
+__all__ = ["Change", "Projection", "Scenario", "UnknownComponentError", "project"]

@@ -1,0 +1,1 @@
+"""One instrumentor per target (OpenTelemetry ``BaseInstrumentor``s with matched wrap/unwrap)."""

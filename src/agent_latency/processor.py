@@ -1,0 +1,318 @@
+"""BudgetSpanProcessor: collects compact intervals per open task and sets its budget.
+
+Per span it keeps a dictionary entry while the span is open and, when the span counts in a
+budget, one small tuple after it ends; never the span object.  Spans outside any task are
+forgotten at once.  A task's budget is computed just before its span ends (through the
+finisher ``task()`` calls) and recorded as the ``agent_latency.task.duration`` histogram.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from opentelemetry import metrics
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from . import _hooks, semconv
+from ._log import internal_error, warn_once
+from .budget import COMPONENTS, Budget, Interval, UnknownComponentError, split
+from .budget._interval import PHASE_COMPONENT
+
+_DEFAULT_MAX_OPEN_TASKS = 10_000
+_DEFAULT_MAX_TASK_AGE_S = 24 * 3600.0
+# Past this many intervals a task's intervals are merged per component (the split stays
+# exact; the what-if loses per-call detail), so a long task's memory stays bounded.
+_MAX_INTERVALS_PER_TASK = 100_000
+
+_LLM_PHASES = tuple((attr, phase) for attr, phase, _ in semconv.LLM_PHASES)
+_COUNT_NAMES = (
+    "llm_calls", "tool_calls", "http_round_trips", "new_connections", "tls_handshakes",
+    "input_tokens", "output_tokens", "subtasks",
+)
+
+
+class _OpenTask:
+    """What the processor holds for one open task."""
+
+    __slots__ = ("busy", "budget", "counts", "intervals", "name", "open_spans", "opened",
+                 "parent", "span_id", "start_ns")
+
+    def __init__(self, span_id: int, name: str, start_ns: int, parent: _OpenTask | None):
+        self.span_id = span_id
+        self.name = name
+        self.start_ns = start_ns
+        self.parent = parent
+        self.intervals: list[Interval] = []
+        self.counts = dict.fromkeys(_COUNT_NAMES, 0)
+        self.open_spans: set[int] = {span_id}
+        self.opened = time.monotonic()
+        self.budget: Budget | None = None
+
+    def add(self, intervals: list[Interval]) -> None:
+        self.intervals.extend(intervals)
+        if len(self.intervals) > _MAX_INTERVALS_PER_TASK:
+            self.intervals = _merge_per_component(self.intervals)
+
+    def absorb(self, child: _OpenTask) -> None:
+        """A nested task's work also counts inside its parent."""
+        self.add(child.intervals)
+        for key, value in child.counts.items():
+            self.counts[key] += value
+        self.counts["subtasks"] += 1
+
+
+def _merge_per_component(intervals: list[Interval]) -> list[Interval]:
+    """Union the intervals of each component; the split only sees components."""
+    by_component: dict[str, list[Interval]] = {}
+    for iv in intervals:
+        by_component.setdefault(iv.component, []).append(iv)
+    merged: list[Interval] = []
+    for component, ivs in by_component.items():
+        ivs.sort()
+        cur_s, cur_e = ivs[0].start, ivs[0].end
+        for iv in ivs[1:]:
+            if iv.start <= cur_e:
+                cur_e = max(cur_e, iv.end)
+            else:
+                merged.append(Interval(cur_s, cur_e, component))
+                cur_s, cur_e = iv.start, iv.end
+        merged.append(Interval(cur_s, cur_e, component))
+    return merged
+
+
+def span_intervals(
+    attributes: Mapping[str, Any], start_ns: int, end_ns: int, call: int = 0,
+) -> tuple[list[Interval], str | None]:
+    """The budget intervals one finished span contributes, and its kind.
+
+    The kind is ``"llm"`` for an LLM call (phases from its ``agent_latency.llm.*``
+    attributes laid end to end from the span start), ``"tool"`` for a tool span, another
+    component name for a span marked with ``agent_latency.component``, or ``None`` when the
+    span does not count.  Shared with the offline report, so a stored trace gives the same
+    budget as the live processor.
+    """
+    if semconv.LLM_CLIENT in attributes:
+        name = str(attributes.get(semconv.GEN_AI_REQUEST_MODEL, ""))
+        intervals: list[Interval] = []
+        cursor = start_ns
+        for attr, phase in _LLM_PHASES:
+            seconds = attributes.get(attr)
+            if not seconds or seconds <= 0:
+                continue
+            end = min(end_ns, cursor + round(seconds * 1e9))
+            tokens = 0
+            if phase == "output_generation":
+                tokens = int(attributes.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, 0) or 0)
+            elif phase == "prefill":
+                tokens = int(attributes.get(semconv.GEN_AI_USAGE_INPUT_TOKENS, 0) or 0)
+            intervals.append(Interval(cursor, end, phase, call, tokens, name))
+            cursor = end
+        if intervals and cursor < end_ns:
+            intervals[-1] = intervals[-1]._replace(end=end_ns)
+        return intervals, "llm"
+    component = attributes.get(semconv.COMPONENT)
+    if component is None:
+        return [], None
+    phase = "tool" if component == semconv.TOOL_EXECUTION else str(component)
+    if phase not in PHASE_COMPONENT:
+        raise UnknownComponentError(
+            f"span attribute {semconv.COMPONENT}={component!r} is not a budget component; "
+            f"expected one of {', '.join(COMPONENTS)}"
+        )
+    name = str(attributes.get(semconv.GEN_AI_TOOL_NAME, ""))
+    return [Interval(start_ns, end_ns, phase, call, 0, name)], phase
+
+
+def count_span(counts: dict[str, int], kind: str, attributes: Mapping[str, Any]) -> None:
+    """Add one finished span to a task's counts."""
+    if kind == "tool":
+        counts["tool_calls"] += 1
+    elif kind == "llm":
+        counts["llm_calls"] += 1
+        counts["input_tokens"] += int(attributes.get(semconv.GEN_AI_USAGE_INPUT_TOKENS, 0) or 0)
+        counts["output_tokens"] += int(
+            attributes.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, 0) or 0)
+        counts["http_round_trips"] += int(attributes.get(semconv.LLM_ATTEMPTS, 1) or 0)
+        if attributes.get(semconv.LLM_CONNECTION_REUSED) is False:
+            counts["new_connections"] += 1
+        if (attributes.get(semconv.LLM_TLS) or 0) > 0:
+            counts["tls_handshakes"] += 1
+
+
+def budget_attributes(budget: Budget) -> dict[str, Any]:
+    """The ``agent_latency.budget.*`` and ``agent_latency.count.*`` attributes of a task."""
+    attrs: dict[str, Any] = {semconv.BUDGET_WALL: budget.wall}
+    for component in COMPONENTS:
+        attrs[semconv.budget_share(component)] = budget.shares[component]
+        attrs[semconv.budget_busy(component)] = budget.busy[component]
+    for key, value in budget.counts.items():
+        attrs[semconv.budget_count(key)] = value
+    if (tps := budget.output_tokens_per_second) is not None:
+        attrs[semconv.BUDGET_OUTPUT_TOKENS_PER_SECOND] = tps
+    if (tps := budget.prefill_tokens_per_second) is not None:
+        attrs[semconv.BUDGET_PREFILL_TOKENS_PER_SECOND] = tps
+    return attrs
+
+
+class BudgetSpanProcessor(SpanProcessor):
+    """Derives each task's duration budget from the spans under it.
+
+    Add it to an SDK ``TracerProvider`` (``instrument()`` does).  ``max_open_tasks`` and
+    ``max_task_age`` (seconds) bound memory: past them the oldest open task is dropped with
+    a warning, once.
+    """
+
+    def __init__(
+        self, meter_provider: metrics.MeterProvider | None = None, *,
+        max_open_tasks: int = _DEFAULT_MAX_OPEN_TASKS,
+        max_task_age: float = _DEFAULT_MAX_TASK_AGE_S,
+    ) -> None:
+        self._tasks: dict[int, _OpenTask] = {}
+        self._owner: dict[int, _OpenTask] = {}
+        self._lock = threading.Lock()
+        self._max_open_tasks = max_open_tasks
+        self._max_task_age = max_task_age
+        self._enabled = True
+        self._calls = 0
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter("agent_latency")
+        self._task_duration = meter.create_histogram(
+            semconv.METRIC_TASK_DURATION, unit="s",
+            description="Share of a task's wall time spent in each budget component.",
+            explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
+        )
+        _hooks.register(self.finish_task)
+
+    # -- SpanProcessor ---------------------------------------------------------------
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if not self._enabled:
+            return
+        try:
+            sid = span.context.span_id
+            parent = span.parent
+            owner = self._owner.get(parent.span_id) if parent is not None else None
+            attrs = span.attributes
+            if attrs and semconv.TASK_NAME in attrs:
+                task = _OpenTask(sid, str(attrs[semconv.TASK_NAME]), span.start_time or 0, owner)
+                with self._lock:
+                    self._evict(time.monotonic())
+                    self._tasks[sid] = task
+                    self._owner[sid] = task
+                return
+            if owner is None:
+                return
+            self._owner[sid] = owner
+            owner.open_spans.add(sid)
+        except Exception:  # noqa: BLE001 - never break the host program
+            internal_error("BudgetSpanProcessor.on_start")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if not self._enabled:
+            return
+        try:
+            sid = span.context.span_id
+            task = self._owner.pop(sid, None)
+            if task is None:
+                return
+            task.open_spans.discard(sid)
+            if task.span_id == sid:
+                self._close(task, span)
+                return
+            self._collect(task, span)
+        except Exception:  # noqa: BLE001
+            internal_error("BudgetSpanProcessor.on_end")
+
+    def shutdown(self) -> None:
+        self._enabled = False
+        _hooks.unregister(self.finish_task)
+        with self._lock:
+            self._tasks.clear()
+            self._owner.clear()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+    # -- budget ------------------------------------------------------------------------
+    def finish_task(self, span: Any, end_ns: int) -> Budget | None:
+        """Compute a task's budget and set it on its span, which is about to end."""
+        if not self._enabled:
+            return None
+        try:
+            task = self._tasks.get(span.get_span_context().span_id)
+            if task is None:
+                return None
+            if task.budget is not None:
+                warn_once("task-ended-twice", "agent-latency: task %r ended twice; its budget "
+                          "is the one computed at the first end", task.name)
+                return task.budget
+            if end_ns < task.start_ns:
+                warn_once("clock-backwards-task", "agent-latency: task %r ends before it "
+                          "starts (the clock went backwards); its wall time is 0", task.name)
+            counts = dict(task.counts)
+            budget = split(task.intervals, task.start_ns, end_ns, counts)
+            task.budget = budget
+            span.set_attributes(budget_attributes(budget))
+            return budget
+        except Exception:  # noqa: BLE001
+            internal_error("BudgetSpanProcessor.finish_task")
+            return None
+
+    def open_tasks(self) -> Iterator[tuple[int, str]]:
+        """``(span_id, name)`` of the tasks open now."""
+        with self._lock:
+            return iter([(t.span_id, t.name) for t in self._tasks.values()])
+
+    def _collect(self, task: _OpenTask, span: ReadableSpan) -> None:
+        attrs = span.attributes or {}
+        start, end = span.start_time or 0, span.end_time or 0
+        if end < start:
+            warn_once("clock-backwards-span", "agent-latency: span %r ends before it starts "
+                      "(the clock went backwards); it counts as 0 s", span.name)
+            end = start
+        try:
+            intervals, kind = span_intervals(attrs, start, end, span.context.span_id)
+        except UnknownComponentError as exc:
+            warn_once("unknown-component", "agent-latency: %s; the span counts as other", exc)
+            intervals, kind = [Interval(start, end, "other")], "other"
+        if kind is None:
+            return
+        task.add(intervals)
+        count_span(task.counts, kind, attrs)
+
+    def _close(self, task: _OpenTask, span: ReadableSpan) -> None:
+        with self._lock:
+            self._tasks.pop(task.span_id, None)
+            for sid in task.open_spans:
+                self._owner.pop(sid, None)
+        budget = task.budget
+        if budget is None:
+            # Ended without task() (a user span marked as a task): still record metrics.
+            budget = split(task.intervals, task.start_ns, span.end_time or task.start_ns,
+                           task.counts)
+        parent = task.parent
+        if parent is not None and parent.span_id in self._tasks:
+            parent.absorb(task)
+        task.intervals = []
+        attrs = {semconv.TASK_NAME: task.name}
+        for component in COMPONENTS:
+            self._task_duration.record(
+                budget.shares[component], {**attrs, semconv.COMPONENT: component})
+
+    def _evict(self, now: float) -> None:
+        """Drop the oldest open tasks past the cap or the age limit (lock held)."""
+        while self._tasks:
+            oldest = next(iter(self._tasks.values()))
+            too_many = len(self._tasks) >= self._max_open_tasks
+            too_old = now - oldest.opened > self._max_task_age
+            if not (too_many or too_old):
+                return
+            warn_once("evict", "agent-latency: dropping open task %r (%s); more than %d open "
+                      "tasks or older than %.0f s — its budget is lost, later ones are kept",
+                      oldest.name, "too many open" if too_many else "too old",
+                      self._max_open_tasks, self._max_task_age)
+            del self._tasks[oldest.span_id]
+            for sid in oldest.open_spans:
+                self._owner.pop(sid, None)

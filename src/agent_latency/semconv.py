@@ -1,0 +1,147 @@
+"""Every span attribute, span name and metric name agent-latency writes, in one place.
+
+The GenAI names follow the OpenTelemetry GenAI semantic conventions v1.41; everything of
+ours lives under the ``agent_latency.`` prefix.  ``docs/semconv.md`` lists them for users.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- GenAI semantic conventions (v1.41) -------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+ERROR_TYPE: Final = "error.type"
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
+
+OPERATION_CHAT: Final = "chat"
+OPERATION_EMBEDDINGS: Final = "embeddings"
+OPERATION_EXECUTE_TOOL: Final = "execute_tool"
+OPERATION_INVOKE_AGENT: Final = "invoke_agent"
+
+# GenAI metrics and their bucket boundaries.
+GEN_AI_CLIENT_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
+GEN_AI_CLIENT_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
+DURATION_BUCKETS: Final = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)
+TOKEN_BUCKETS: Final = tuple(4**i for i in range(14))  # 1, 4, 16, ... 67108864
+
+# --- agent-latency: tasks and the budget ------------------------------------------------
+TASK_NAME: Final = "agent_latency.task.name"
+COMPONENT: Final = "agent_latency.component"
+
+OUTPUT_GENERATION: Final = "output_generation"
+PREFILL: Final = "prefill"
+TOOL_EXECUTION: Final = "tool_execution"
+NETWORK_OVERHEAD: Final = "network_overhead"
+OTHER: Final = "other"
+COMPONENTS: Final = (OUTPUT_GENERATION, PREFILL, TOOL_EXECUTION, NETWORK_OVERHEAD, OTHER)
+
+BUDGET_PREFIX: Final = "agent_latency.budget."
+BUDGET_WALL: Final = "agent_latency.budget.wall"
+
+
+def budget_share(component: str) -> str:
+    """Attribute name of a component's share of the task's wall time."""
+    return BUDGET_PREFIX + component
+
+
+def budget_busy(component: str) -> str:
+    """Attribute name of a component's busy time (plain sum of its intervals)."""
+    return BUDGET_PREFIX + component + ".busy"
+
+
+def budget_count(count: str) -> str:
+    """Attribute name of one of the task's counts (``llm_calls``, ``tool_calls`` …)."""
+    return "agent_latency.count." + count
+
+
+BUDGET_OUTPUT_TOKENS_PER_SECOND: Final = "agent_latency.budget.output_tokens_per_second"
+BUDGET_PREFILL_TOKENS_PER_SECOND: Final = "agent_latency.budget.prefill_tokens_per_second"
+
+# --- agent-latency: one LLM call --------------------------------------------------------
+LLM_TTFT: Final = "agent_latency.llm.ttft"
+LLM_CLIENT: Final = "agent_latency.llm.client"
+LLM_RETRY: Final = "agent_latency.llm.retry"
+LLM_DNS: Final = "agent_latency.llm.dns"
+LLM_CONNECT: Final = "agent_latency.llm.connect"
+LLM_TLS: Final = "agent_latency.llm.tls"
+LLM_UPLOAD: Final = "agent_latency.llm.upload"
+LLM_RTT: Final = "agent_latency.llm.rtt"
+LLM_RTT_SOURCE: Final = "agent_latency.llm.rtt.source"
+LLM_PREFILL: Final = "agent_latency.llm.prefill"
+LLM_QUEUE: Final = "agent_latency.llm.queue"
+LLM_OUTPUT_GENERATION: Final = "agent_latency.llm.output_generation"
+LLM_TAIL: Final = "agent_latency.llm.tail"
+LLM_NETWORK: Final = "agent_latency.llm.network"
+LLM_TIMING_SOURCE: Final = "agent_latency.llm.timing.source"
+LLM_CONNECTION_REUSED: Final = "agent_latency.llm.connection_reused"
+LLM_ATTEMPTS: Final = "agent_latency.llm.attempts"
+LLM_STREAMING: Final = "agent_latency.llm.streaming"
+LLM_OUTPUT_TOKENS_PER_SECOND: Final = "agent_latency.llm.output_tokens_per_second"
+LLM_PREFILL_TOKENS_PER_SECOND: Final = "agent_latency.llm.prefill_tokens_per_second"
+LLM_CHUNKS: Final = "agent_latency.llm.chunks"
+
+SOURCE_MEASURED: Final = "measured"
+SOURCE_SERVER_REPORTED: Final = "server-reported"
+SOURCE_ESTIMATED: Final = "estimated"
+
+# The order in which one call's phases follow each other in time; each maps to the budget
+# component it counts as.  The processor and the offline report rebuild a call's intervals
+# from the span start and these durations, so the order is part of the format.
+LLM_PHASES: Final = (
+    (LLM_RETRY, "retry", OTHER),
+    (LLM_CLIENT, "client", OTHER),
+    (LLM_DNS, "dns", NETWORK_OVERHEAD),
+    (LLM_CONNECT, "connect", NETWORK_OVERHEAD),
+    (LLM_TLS, "tls", NETWORK_OVERHEAD),
+    (LLM_UPLOAD, "upload", NETWORK_OVERHEAD),
+    (LLM_RTT, "rtt", NETWORK_OVERHEAD),
+    (LLM_PREFILL, "prefill", PREFILL),
+    (LLM_OUTPUT_GENERATION, "output_generation", OUTPUT_GENERATION),
+    (LLM_TAIL, "tail", NETWORK_OVERHEAD),
+)
+
+# --- agent-latency: tools ---------------------------------------------------------------
+TOOL_EXIT_CODE: Final = "agent_latency.tool.exit_code"
+TOOL_PID: Final = "agent_latency.tool.pid"
+TOOL_EXECUTABLE: Final = "agent_latency.tool.executable"
+TOOL_COMMAND: Final = "agent_latency.tool.command"
+
+# --- metrics of ours --------------------------------------------------------------------
+METRIC_TASK_DURATION: Final = "agent_latency.task.duration"
+METRIC_LLM_TIME_TO_FIRST_TOKEN: Final = "agent_latency.llm.time_to_first_token"
+METRIC_LLM_OUTPUT_TOKENS_PER_SECOND: Final = "agent_latency.llm.output_tokens_per_second"
+TOKENS_PER_SECOND_BUCKETS: Final = (
+    1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0, 6400.0,
+)
+
+# --- environment variables of ours ----------------------------------------------------
+ENV_CAPTURE_COMMAND: Final = "AGENT_LATENCY_CAPTURE_COMMAND"
+ENV_PHASE_SPANS: Final = "AGENT_LATENCY_PHASE_SPANS"
+ENV_PROPAGATE: Final = "AGENT_LATENCY_PROPAGATE"
+ENV_OUTPUT_DIR: Final = "AGENT_LATENCY_DIR"
+ENV_SUMMARY: Final = "AGENT_LATENCY_SUMMARY"
+ENV_MAX_OPEN_TASKS: Final = "AGENT_LATENCY_MAX_OPEN_TASKS"
+ENV_TASK_MAX_AGE: Final = "AGENT_LATENCY_TASK_MAX_AGE"

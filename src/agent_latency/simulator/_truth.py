@@ -1,0 +1,67 @@
+"""Ground truth: what the simulator really did for each request.
+
+Wall-clock fields (``*_at``) are ``time.time()`` seconds; each has a ``*_at_mono`` twin
+from ``time.perf_counter()`` (CLOCK_MONOTONIC, comparable across processes on Linux).
+``started_at`` is when the request body had been fully received. For streams
+``first_token_at``/``last_token_at`` are when the first/last chunk carrying an output token
+was handed to the socket; for non-streaming responses they are when those tokens were
+generated, and ``response_written_at`` is when the body was handed to the socket.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+_FIELDS = (
+    "request_id", "api", "model", "stream", "status", "input_tokens", "output_tokens",
+    "queue_s", "prefill_s", "output_generation_s", "started_at", "started_at_mono",
+    "prefill_started_at", "prefill_started_at_mono", "first_token_at", "first_token_at_mono",
+    "last_token_at", "last_token_at_mono", "response_written_at", "response_written_at_mono",
+    "finished_at", "finished_at_mono", "fault", "fault_delay_s", "connection_id",
+    "new_connection", "transport", "prefill_tps", "output_tps", "tokens_per_chunk",
+    "chunks", "finish_reason", "rtt_s", "turn",
+)
+
+
+class TruthRecord:
+    """One request's ground truth; :meth:`to_dict` gives the JSON line."""
+
+    __slots__ = _FIELDS
+
+    def __init__(self, **values: Any) -> None:
+        for name in _FIELDS:
+            setattr(self, name, values.get(name))
+
+    def mark(self, name: str) -> None:
+        """Set ``name`` (wall) and ``name_mono`` (monotonic) to now."""
+        mono = time.perf_counter()
+        setattr(self, name, time.time())
+        setattr(self, name + "_mono", mono)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as a plain dict (every field, ``None`` when unknown)."""
+        return {name: getattr(self, name) for name in _FIELDS}
+
+
+class TruthLog:
+    """Keeps every record in memory and appends each to a JSONL file if one is given."""
+
+    __slots__ = ("_lock", "_path", "records")
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self._path = Path(path) if path else None
+        self._lock = threading.Lock()
+        self.records: list[dict[str, Any]] = []
+
+    def add(self, record: TruthRecord) -> None:
+        """Store a finished record (called once per request)."""
+        data = record.to_dict()
+        with self._lock:
+            self.records.append(data)
+            if self._path is not None:
+                with self._path.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(data) + "\n")

@@ -1,0 +1,101 @@
+"""The what-if scheduler."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_latency.budget import Interval, Scenario, project
+
+MS = 1_000_000
+PHASES = ["tool", "prefill", "output_generation", "rtt", "client", "dns", "tail", "connect"]
+
+intervals_st = st.lists(
+    st.tuples(st.integers(0, 1_000 * MS), st.integers(0, 300 * MS), st.sampled_from(PHASES),
+              st.integers(0, 500)).map(lambda t: Interval(t[0], t[0] + t[1], t[2], 0, t[3])),
+    max_size=30,
+)
+speedups_st = st.builds(
+    Scenario,
+    output_speedup=st.none() | st.floats(1, 10),
+    prefill_speedup=st.none() | st.floats(1, 10),
+    ttft_reduction=st.none() | st.floats(0, 1),
+    network_reduction=st.none() | st.floats(0, 1),
+    persistent_connection=st.booleans(),
+    tool_speedup=st.none() | st.floats(1, 10),
+)
+
+
+class TestWhatIfInvariants:
+    """Invariants of the projection over random tasks."""
+
+    @settings(max_examples=300, deadline=None)
+    @given(intervals_st)
+    def test_no_change_returns_recorded_wall(self, ivs):
+        p = project(ivs, 0, 1_400 * MS, Scenario())
+        assert p.projected_wall == pytest.approx(p.recorded_wall, abs=1e-9)
+        for iv, s, e in p.schedule:
+            assert (s, e) == (iv.start, iv.end)
+
+    @settings(max_examples=300, deadline=None)
+    @given(intervals_st, speedups_st)
+    def test_speedups_never_make_the_task_longer(self, ivs, scenario):
+        p = project(ivs, 0, 1_400 * MS, scenario)
+        assert p.projected_wall <= p.recorded_wall + 1e-9
+        assert p.projected_wall >= 0
+
+    @settings(max_examples=200, deadline=None)
+    @given(intervals_st, speedups_st)
+    def test_happens_before_is_kept(self, ivs, scenario):
+        p = project(ivs, 0, 1_400 * MS, scenario)
+        for a, _, a_end in p.schedule:
+            for b, b_start, _ in p.schedule:
+                if a.end <= b.start:
+                    assert a_end <= b_start + 1
+
+
+class TestWhatIfCases:
+    """Hand-checked projections."""
+
+    def test_sequential_chain_saves_the_sped_up_part(self):
+        ivs = [Interval(0, 100 * MS, "tool"), Interval(100 * MS, 300 * MS, "prefill"),
+               Interval(300 * MS, 500 * MS, "output_generation", tokens=100)]
+        p = project(ivs, 0, 500 * MS, Scenario(output_tps=1000))
+        assert p.projected_wall == pytest.approx(0.4)
+        assert p.saved == pytest.approx(0.1)
+
+    def test_parallel_work_is_not_double_saved(self):
+        ivs = [Interval(0, 100 * MS, "tool", name="a"), Interval(0, 100 * MS, "tool", name="b")]
+        p = project(ivs, 0, 100 * MS, Scenario(tool_speedup={"a": 10.0}))
+        assert p.projected_wall == pytest.approx(0.1)
+        p = project(ivs, 0, 100 * MS, Scenario(tool_speedup=2.0))
+        assert p.projected_wall == pytest.approx(0.05)
+
+    def test_agent_think_time_is_kept(self):
+        ivs = [Interval(0, 100 * MS, "tool"), Interval(300 * MS, 400 * MS, "tool")]
+        p = project(ivs, 0, 500 * MS, Scenario(tool_speedup=2.0))
+        assert p.projected_wall == pytest.approx(0.4)
+
+    def test_waiting_on_the_latest_predecessor_not_an_earlier_one(self):
+        ivs = [Interval(0, 100 * MS, "tool"), Interval(100 * MS, 200 * MS, "prefill"),
+               Interval(200 * MS, 300 * MS, "tool")]
+        p = project(ivs, 0, 300 * MS, Scenario(prefill_speedup=2.0))
+        assert p.projected_wall == pytest.approx(0.25)
+
+    def test_persistent_connection_removes_setup(self):
+        ivs = [Interval(0, 30 * MS, "dns"), Interval(30 * MS, 60 * MS, "connect"),
+               Interval(60 * MS, 100 * MS, "prefill")]
+        p = project(ivs, 0, 100 * MS, Scenario(persistent_connection=True))
+        assert p.projected_wall == pytest.approx(0.04)
+
+    def test_slower_model_makes_the_task_longer(self):
+        ivs = [Interval(0, 100 * MS, "output_generation", tokens=100)]
+        assert project(ivs, 0, 100 * MS, Scenario(output_tps=500)).projected_wall == (
+            pytest.approx(0.2))
+
+    def test_invalid_scenarios_are_clear_errors(self):
+        with pytest.raises(ValueError, match="output_speedup must be > 0"):
+            Scenario(output_speedup=0)
+        with pytest.raises(ValueError, match="fraction"):
+            Scenario(network_reduction=1.5)

@@ -1,0 +1,77 @@
+"""Shared fixtures: an in-memory OpenTelemetry SDK set as the global providers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.util._once import Once
+
+from agent_latency import BudgetSpanProcessor
+
+
+def reset_otel_globals() -> None:
+    """Let a test set the global providers again (OpenTelemetry allows it once a process)."""
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+    trace._PROXY_TRACER_PROVIDER = trace.ProxyTracerProvider()
+    from opentelemetry.metrics import _internal as metrics_internal
+
+    metrics_internal._METER_PROVIDER_SET_ONCE = Once()
+    metrics_internal._METER_PROVIDER = None
+    metrics_internal._PROXY_METER_PROVIDER = metrics_internal._ProxyMeterProvider()
+
+
+@dataclass
+class Otel:
+    """The in-memory SDK a test runs against."""
+
+    exporter: InMemorySpanExporter
+    reader: InMemoryMetricReader
+    processor: BudgetSpanProcessor
+    provider: TracerProvider
+
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def span(self, name: str) -> ReadableSpan:
+        found = [s for s in self.spans() if s.name == name]
+        assert len(found) == 1, f"{name!r}: {[s.name for s in self.spans()]}"
+        return found[0]
+
+    def metric_points(self, name: str) -> list[Any]:
+        data = self.reader.get_metrics_data()
+        points = []
+        for rm in data.resource_metrics if data else ():
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    if metric.name == name:
+                        points.extend(metric.data.data_points)
+        return points
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    reset_otel_globals()
+    exporter = InMemorySpanExporter()
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    provider = TracerProvider()
+    processor = BudgetSpanProcessor(meter_provider)
+    provider.add_span_processor(processor)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(meter_provider)
+    yield Otel(exporter, reader, processor, provider)
+    processor.shutdown()
+    provider.shutdown()
+    meter_provider.shutdown()
+    reset_otel_globals()
