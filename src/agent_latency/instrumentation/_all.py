@@ -11,7 +11,15 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from .._log import logger
 
 # target name -> "module:Class"; a target whose library is not installed is skipped.
-INSTRUMENTORS: dict[str, str] = {}
+INSTRUMENTORS: dict[str, str] = {
+    "httpx": "agent_latency.instrumentation.httpx:HttpxInstrumentor",
+    "openai": "agent_latency.instrumentation.openai:OpenAIInstrumentor",
+    "anthropic": "agent_latency.instrumentation.anthropic:AnthropicInstrumentor",
+    "subprocess": "agent_latency.instrumentation.subprocess:SubprocessInstrumentor",
+    "mcp": "agent_latency.instrumentation.mcp:MCPInstrumentor",
+    "openai_agents": "agent_latency.instrumentation.openai_agents:OpenAIAgentsInstrumentor",
+    "langchain": "agent_latency.instrumentation.langchain:LangChainInstrumentor",
+}
 
 
 def instrument_all(targets: list[str] | None = None) -> list[BaseInstrumentor]:

@@ -1,0 +1,45 @@
+"""``agent-latency run|simulate|demo|report|whatif``.
+
+Each subcommand lives in its own module and takes the rest of the command line, so this file
+only dispatches; ``python -m agent_latency`` is the same program.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand -> (module, one-line help).  The module has ``main(argv: list[str]) -> int``.
+COMMANDS = {
+    "run": ("agent_latency._run", "run a Python program with everything instrumented"),
+    "simulate": ("agent_latency.simulator", "serve a local OpenAI/Anthropic-compatible LLM"),
+    "demo": ("agent_latency._demo", "run the demo agent against the simulator"),
+    "report": ("agent_latency.report", "show task budgets from a trace file"),
+    "whatif": ("agent_latency.report._whatif_cli", "project a recorded task under changes"),
+}
+
+USAGE = "usage: agent-latency {" + ",".join(COMMANDS) + "} ...\n\n" + "\n".join(
+    f"  {name:<9} {text}" for name, (_, text) in COMMANDS.items())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``agent-latency`` command."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in {"-h", "--help"}:
+        print(USAGE)
+        return 0 if args else 2
+    if args[0] in {"-V", "--version"}:
+        from ._version import __version__
+
+        print(f"agent-latency {__version__}")
+        return 0
+    command = COMMANDS.get(args[0])
+    if command is None:
+        print(f"agent-latency: unknown command {args[0]!r}\n\n{USAGE}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(command[0])
+    return int(module.main(args[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
