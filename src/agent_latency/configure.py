@@ -161,7 +161,7 @@ def _at_exit() -> None:
 
 
 def _is_proxy(provider: object) -> bool:
-    return type(provider).__name__ in {"ProxyTracerProvider", "ProxyMeterProvider"}
+    return type(provider).__name__.lstrip("_") in {"ProxyTracerProvider", "ProxyMeterProvider"}
 
 
 def _meter_provider() -> metrics.MeterProvider:

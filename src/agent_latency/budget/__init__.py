@@ -29,18 +29,18 @@ from ._split import Budget, split
 from ._whatif import Projection, Scenario, project
 
 __all__ = [
+    "Budget",
     "COMPONENTS",
     "CONNECTION_SETUP_PHASES",
+    "CallMarks",
+    "CallPhases",
     "ESTIMATED",
+    "Interval",
     "MEASURED",
     "PHASE_COMPONENT",
     "PHASE_ORDER",
-    "SERVER_REPORTED",
-    "Budget",
-    "CallMarks",
-    "CallPhases",
-    "Interval",
     "Projection",
+    "SERVER_REPORTED",
     "Scenario",
     "UnknownComponentError",
     "call_phases",

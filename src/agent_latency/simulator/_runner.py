@@ -1,0 +1,169 @@
+"""Starting and stopping a simulator: in this event loop, in a background thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from aiohttp import web
+
+from ._app import build_app
+from ._config import SimulatorConfig
+from ._kernel_delay import KernelDelay
+from ._proxy import DelayProxy
+from ._state import ServerState
+from ._truth import TruthLog
+
+
+def _bind_host(host: str) -> str:
+    # "localhost" can bind ::1 and 127.0.0.1 on two different free ports; pin one.
+    return "127.0.0.1" if host.lower() == "localhost" else host
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+class RunningServer:
+    """A started simulator inside the current event loop (see :func:`start_server`)."""
+
+    __slots__ = ("_kernel", "_proxy", "_runner", "port", "state", "upstream_port")
+
+    def __init__(self, state: ServerState, runner: web.AppRunner, port: int,
+                 upstream_port: int, proxy: DelayProxy | None,
+                 kernel: KernelDelay | None) -> None:
+        self.state = state
+        self._runner = runner
+        self.port = port
+        self.upstream_port = upstream_port
+        self._proxy = proxy
+        self._kernel = kernel
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT`` clients should use (the proxy's port under ``--rtt-ms``)."""
+        return f"http://{_url_host(_bind_host(self.state.config.host))}:{self.port}"
+
+    async def stop(self) -> None:
+        """Stop listening, drop connections, remove kernel rules."""
+        if self._kernel is not None:
+            self._kernel.stop()
+        if self._proxy is not None:
+            await self._proxy.close()
+        await self._runner.cleanup()
+        self.state.clock.close()
+
+
+async def start_server(config: SimulatorConfig, truth: TruthLog | None = None) -> RunningServer:
+    """Start the simulator (and its delay proxy or kernel delay) in the running loop."""
+    config.validate()
+    state = ServerState(config, truth)
+    runner = web.AppRunner(build_app(state), access_log=None, handle_signals=False,
+                           shutdown_timeout=1.0)
+    await runner.setup()
+    host = _bind_host(config.host)
+    proxy = kernel = None
+    use_proxy = config.rtt_ms > 0 and not config.kernel_delay
+    site = web.TCPSite(runner, host, 0 if use_proxy else config.port, reuse_address=True)
+    await site.start()
+    server = site._server  # noqa: SLF001 - aiohttp exposes no public bound-port accessor
+    assert server is not None
+    upstream = int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+    port = upstream
+    try:
+        if use_proxy:
+            proxy = DelayProxy((host, upstream), config.rtt_ms / 1000.0, state.clock,
+                               config.connect_penalty)
+            port = await proxy.start(host, config.port)
+        elif config.kernel_delay:
+            kernel = KernelDelay(upstream, config.rtt_ms / 1000.0)
+            kernel.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return RunningServer(state, runner, port, upstream, proxy, kernel)
+
+
+class Simulator:
+    """A simulator running in a background thread with its own event loop.
+
+    Use as a context manager::
+
+        with Simulator(SimulatorConfig(output_tps=500)) as sim:
+            client = openai.OpenAI(base_url=sim.base_url + "/v1", api_key="x")
+            ...
+            sim.truth  # one dict per request so far
+
+    Keyword arguments override fields of ``config``.
+    """
+
+    __slots__ = ("_error", "_loop", "_ready", "_server", "_thread", "_truth", "config")
+
+    def __init__(self, config: SimulatorConfig | None = None, **overrides: Any) -> None:
+        self.config = (config or SimulatorConfig()).replace(**overrides)
+        self._truth = TruthLog(self.config.truth_path)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: RunningServer | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    def start(self) -> Simulator:
+        """Start serving; returns once the port is bound."""
+        self.config.validate()
+        self._thread = threading.Thread(target=self._main, name="agent-latency-simulator",
+                                        daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _main(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        try:
+            self._server = loop.run_until_complete(start_server(self.config, self._truth))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in start()
+            self._error = exc
+            self._ready.set()
+            loop.close()
+            return
+        self._ready.set()
+        loop.run_forever()
+        loop.run_until_complete(self._server.stop())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+    def stop(self) -> None:
+        """Stop serving and wait for the thread to end (idempotent)."""
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> Simulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The port clients connect to."""
+        assert self._server is not None, "simulator not started"
+        return self._server.port
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT``; the OpenAI SDK wants ``base_url + "/v1"``."""
+        assert self._server is not None, "simulator not started"
+        return self._server.base_url
+
+    @property
+    def truth(self) -> list[dict[str, Any]]:
+        """Ground-truth records of the requests finished so far (a copy)."""
+        return list(self._truth.records)
+
+    def clear_truth(self) -> None:
+        """Forget the records collected so far (the truth file is left alone)."""
+        self._truth.records.clear()
