@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from . import _hooks, semconv
 from ._log import internal_error, warn_once
-from .budget import COMPONENTS, Budget, Interval, UnknownComponentError, split
+from .budget import COMPONENTS, Budget, Interval, UnknownComponentError, component_of, split
 from .budget._interval import PHASE_COMPONENT
 
 _DEFAULT_MAX_OPEN_TASKS = 10_000
@@ -27,6 +27,15 @@ _DEFAULT_MAX_TASK_AGE_S = 24 * 3600.0
 # Past this many intervals a task's intervals are merged per component (the split stays
 # exact; the what-if loses per-call detail), so a long task's memory stays bounded.
 _MAX_INTERVALS_PER_TASK = 100_000
+# Spans open inside tasks; past this, those of finished tasks (spans that never ended) are
+# swept out.
+_MAX_OPEN_SPANS = 1_000_000
+
+_TASK_NAME = semconv.TASK_NAME
+_COMPONENT = semconv.COMPONENT
+_TOOL_EXECUTION = semconv.TOOL_EXECUTION
+_TOOL_NAME = semconv.GEN_AI_TOOL_NAME
+_LLM_CLIENT = semconv.LLM_CLIENT
 
 _LLM_PHASES = tuple((attr, phase) for attr, phase, _ in semconv.LLM_PHASES)
 _COUNT_NAMES = (
@@ -38,8 +47,8 @@ _COUNT_NAMES = (
 class _OpenTask:
     """What the processor holds for one open task."""
 
-    __slots__ = ("busy", "budget", "counts", "intervals", "name", "open_spans", "opened",
-                 "parent", "span_id", "start_ns")
+    __slots__ = ("budget", "closed", "counts", "intervals", "name", "opened", "parent",
+                 "span_id", "start_ns")
 
     def __init__(self, span_id: int, name: str, start_ns: int, parent: _OpenTask | None):
         self.span_id = span_id
@@ -48,7 +57,7 @@ class _OpenTask:
         self.parent = parent
         self.intervals: list[Interval] = []
         self.counts = dict.fromkeys(_COUNT_NAMES, 0)
-        self.open_spans: set[int] = {span_id}
+        self.closed = False
         self.opened = time.monotonic()
         self.budget: Budget | None = None
 
@@ -65,21 +74,35 @@ class _OpenTask:
         self.counts["subtasks"] += 1
 
 
+def _attributes_of(span: Any) -> Mapping[str, Any]:
+    """A span's attributes as a plain mapping, cheaply.
+
+    The SDK's public ``attributes`` wraps them in a new ``MappingProxyType`` on every access
+    and ``BoundedAttributes`` lookups run Python code; the processor runs for every span, so
+    it reads the underlying dict when the SDK has one and falls back to the public API.
+    """
+    attrs = getattr(span, "_attributes", None)
+    inner = getattr(attrs, "_dict", None)
+    if inner is not None:
+        return inner  # type: ignore[no-any-return]
+    return span.attributes or {}
+
+
 def _merge_per_component(intervals: list[Interval]) -> list[Interval]:
     """Union the intervals of each component; the split only sees components."""
-    by_component: dict[str, list[Interval]] = {}
+    by_component: dict[str, list[tuple[int, int]]] = {}
     for iv in intervals:
-        by_component.setdefault(iv.component, []).append(iv)
+        by_component.setdefault(component_of(iv[2]), []).append((iv[0], iv[1]))
     merged: list[Interval] = []
-    for component, ivs in by_component.items():
-        ivs.sort()
-        cur_s, cur_e = ivs[0].start, ivs[0].end
-        for iv in ivs[1:]:
-            if iv.start <= cur_e:
-                cur_e = max(cur_e, iv.end)
+    for component, spans in by_component.items():
+        spans.sort()
+        cur_s, cur_e = spans[0]
+        for start, end in spans[1:]:
+            if start <= cur_e:
+                cur_e = max(cur_e, end)
             else:
                 merged.append(Interval(cur_s, cur_e, component))
-                cur_s, cur_e = iv.start, iv.end
+                cur_s, cur_e = start, end
         merged.append(Interval(cur_s, cur_e, component))
     return merged
 
@@ -173,7 +196,7 @@ class BudgetSpanProcessor(SpanProcessor):
     ) -> None:
         self._tasks: dict[int, _OpenTask] = {}
         self._owner: dict[int, _OpenTask] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._max_open_tasks = max_open_tasks
         self._max_task_age = max_task_age
         self._enabled = True
@@ -191,21 +214,23 @@ class BudgetSpanProcessor(SpanProcessor):
         if not self._enabled:
             return
         try:
-            sid = span.context.span_id
-            parent = span.parent
+            parent = span._parent  # the SDK's own field: the property costs a call per span
             owner = self._owner.get(parent.span_id) if parent is not None else None
-            attrs = span.attributes
-            if attrs and semconv.TASK_NAME in attrs:
-                task = _OpenTask(sid, str(attrs[semconv.TASK_NAME]), span.start_time or 0, owner)
+            attrs = _attributes_of(span)
+            if attrs and _TASK_NAME in attrs:
+                sid = span._context.span_id
+                task = _OpenTask(sid, str(attrs[_TASK_NAME]), span._start_time or 0, owner)
                 with self._lock:
                     self._evict(time.monotonic())
                     self._tasks[sid] = task
                     self._owner[sid] = task
                 return
-            if owner is None:
+            if owner is None or owner.closed:
                 return
-            self._owner[sid] = owner
-            owner.open_spans.add(sid)
+            owner_map = self._owner
+            owner_map[span._context.span_id] = owner
+            if len(owner_map) > _MAX_OPEN_SPANS:
+                self._sweep()
         except Exception:  # noqa: BLE001 - never break the host program
             internal_error("BudgetSpanProcessor.on_start")
 
@@ -213,15 +238,27 @@ class BudgetSpanProcessor(SpanProcessor):
         if not self._enabled:
             return
         try:
-            sid = span.context.span_id
+            sid = span._context.span_id
             task = self._owner.pop(sid, None)
             if task is None:
                 return
-            task.open_spans.discard(sid)
             if task.span_id == sid:
                 self._close(task, span)
                 return
-            self._collect(task, span)
+            attrs = _attributes_of(span)
+            if not attrs:
+                return
+            if (attrs.get(_COMPONENT) == _TOOL_EXECUTION
+                    and span._end_time >= span._start_time):
+                # The common case, kept to a tuple append and a counter.
+                task.intervals.append((span._start_time, max(span._end_time, span._start_time),
+                                       "tool", sid, 0, attrs.get(_TOOL_NAME, "")))
+                task.counts["tool_calls"] += 1
+                if len(task.intervals) > _MAX_INTERVALS_PER_TASK:
+                    task.intervals = _merge_per_component(task.intervals)
+                return
+            if _COMPONENT in attrs or _LLM_CLIENT in attrs:
+                self._collect(task, span, attrs)
         except Exception:  # noqa: BLE001
             internal_error("BudgetSpanProcessor.on_end")
 
@@ -265,8 +302,7 @@ class BudgetSpanProcessor(SpanProcessor):
         with self._lock:
             return iter([(t.span_id, t.name) for t in self._tasks.values()])
 
-    def _collect(self, task: _OpenTask, span: ReadableSpan) -> None:
-        attrs = span.attributes or {}
+    def _collect(self, task: _OpenTask, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         start, end = span.start_time or 0, span.end_time or 0
         if end < start:
             warn_once("clock-backwards-span", "agent-latency: span %r ends before it starts "
@@ -283,10 +319,9 @@ class BudgetSpanProcessor(SpanProcessor):
         count_span(task.counts, kind, attrs)
 
     def _close(self, task: _OpenTask, span: ReadableSpan) -> None:
+        task.closed = True
         with self._lock:
             self._tasks.pop(task.span_id, None)
-            for sid in task.open_spans:
-                self._owner.pop(sid, None)
         budget = task.budget
         if budget is None:
             # Ended without task() (a user span marked as a task): still record metrics.
@@ -301,6 +336,18 @@ class BudgetSpanProcessor(SpanProcessor):
             self._task_duration.record(
                 budget.shares[component], {**attrs, semconv.COMPONENT: component})
 
+    def _sweep(self) -> None:
+        """Forget open spans whose task is gone (spans that never ended, or evicted tasks)."""
+        with self._lock:
+            stale = [sid for sid, task in self._owner.items() if task.closed]
+            for sid in stale:
+                self._owner.pop(sid, None)
+            if len(self._owner) > _MAX_OPEN_SPANS:
+                warn_once("open-spans", "agent-latency: more than %d spans open inside tasks; "
+                          "forgetting them (their tasks' budgets miss them)", _MAX_OPEN_SPANS)
+                self._owner.clear()
+                self._tasks.clear()
+
     def _evict(self, now: float) -> None:
         """Drop the oldest open tasks past the cap or the age limit (lock held)."""
         while self._tasks:
@@ -314,5 +361,5 @@ class BudgetSpanProcessor(SpanProcessor):
                       oldest.name, "too many open" if too_many else "too old",
                       self._max_open_tasks, self._max_task_age)
             del self._tasks[oldest.span_id]
-            for sid in oldest.open_spans:
-                self._owner.pop(sid, None)
+            oldest.closed = True
+            self._sweep()

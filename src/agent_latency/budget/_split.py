@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 from dataclasses import dataclass, field
 
 from ._interval import COMPONENTS, OTHER, Interval, component_of
@@ -49,7 +50,7 @@ class Budget:
 
 
 def split(
-    intervals: Iterable[Interval], start_ns: int, end_ns: int,
+    intervals: Iterable[Interval | tuple[Any, ...]], start_ns: int, end_ns: int,
     counts: Mapping[str, int] | None = None,
 ) -> Budget:
     """Split ``[start_ns, end_ns]`` among the components of ``intervals``.
@@ -65,11 +66,12 @@ def split(
     # as integer nanoseconds times 1/k, kept exact by summing per active-count bucket.
     events: list[tuple[int, int, int]] = []
     for iv in intervals:
-        s = max(iv.start, start_ns)
-        e = min(iv.end, end_ns)
+        # Index access: the processor hands plain (start, end, phase, …) tuples too.
+        s = max(iv[0], start_ns)
+        e = min(iv[1], end_ns)
         if e <= s:
             continue
-        c = index[component_of(iv.phase)]
+        c = index[component_of(iv[2])]
         busy_ns[c] += e - s
         events.append((s, c, 1))
         events.append((e, c, -1))

@@ -115,7 +115,7 @@ def project(
     end_ns = max(end_ns, start_ns)
     # Clip to the task as the split does, so both see the same intervals.
     clipped = (
-        iv._replace(start=max(iv.start, start_ns), end=min(iv.end, end_ns))
+        Interval._make(iv)._replace(start=max(iv[0], start_ns), end=min(iv[1], end_ns))
         for iv in intervals
     )
     ivs = sorted(
