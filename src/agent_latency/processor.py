@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from . import _hooks, semconv
 from ._log import internal_error, warn_once
 from .budget import COMPONENTS, Budget, Interval, UnknownComponentError, component_of, split
-from .budget._interval import PHASE_COMPONENT
+from .budget._spans import budget_attributes, count_span, span_intervals
 
 _DEFAULT_MAX_OPEN_TASKS = 10_000
 _DEFAULT_MAX_TASK_AGE_S = 24 * 3600.0
@@ -37,7 +37,6 @@ _TOOL_EXECUTION = semconv.TOOL_EXECUTION
 _TOOL_NAME = semconv.GEN_AI_TOOL_NAME
 _LLM_CLIENT = semconv.LLM_CLIENT
 
-_LLM_PHASES = tuple((attr, phase) for attr, phase, _ in semconv.LLM_PHASES)
 _COUNT_NAMES = (
     "llm_calls", "tool_calls", "http_round_trips", "new_connections", "tls_handshakes",
     "input_tokens", "output_tokens", "subtasks",
@@ -105,80 +104,6 @@ def _merge_per_component(intervals: list[Interval]) -> list[Interval]:
                 cur_s, cur_e = start, end
         merged.append(Interval(cur_s, cur_e, component))
     return merged
-
-
-def span_intervals(
-    attributes: Mapping[str, Any], start_ns: int, end_ns: int, call: int = 0,
-) -> tuple[list[Interval], str | None]:
-    """The budget intervals one finished span contributes, and its kind.
-
-    The kind is ``"llm"`` for an LLM call (phases from its ``agent_latency.llm.*``
-    attributes laid end to end from the span start), ``"tool"`` for a tool span, another
-    component name for a span marked with ``agent_latency.component``, or ``None`` when the
-    span does not count.  Shared with the offline report, so a stored trace gives the same
-    budget as the live processor.
-    """
-    if semconv.LLM_CLIENT in attributes:
-        name = str(attributes.get(semconv.GEN_AI_REQUEST_MODEL, ""))
-        intervals: list[Interval] = []
-        cursor = start_ns
-        for attr, phase in _LLM_PHASES:
-            seconds = attributes.get(attr)
-            if not seconds or seconds <= 0:
-                continue
-            end = min(end_ns, cursor + round(seconds * 1e9))
-            tokens = 0
-            if phase == "output_generation":
-                tokens = int(attributes.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, 0) or 0)
-            elif phase == "prefill":
-                tokens = int(attributes.get(semconv.GEN_AI_USAGE_INPUT_TOKENS, 0) or 0)
-            intervals.append(Interval(cursor, end, phase, call, tokens, name))
-            cursor = end
-        if intervals and cursor < end_ns:
-            intervals[-1] = intervals[-1]._replace(end=end_ns)
-        return intervals, "llm"
-    component = attributes.get(semconv.COMPONENT)
-    if component is None:
-        return [], None
-    phase = "tool" if component == semconv.TOOL_EXECUTION else str(component)
-    if phase not in PHASE_COMPONENT:
-        raise UnknownComponentError(
-            f"span attribute {semconv.COMPONENT}={component!r} is not a budget component; "
-            f"expected one of {', '.join(COMPONENTS)}"
-        )
-    name = str(attributes.get(semconv.GEN_AI_TOOL_NAME, ""))
-    return [Interval(start_ns, end_ns, phase, call, 0, name)], phase
-
-
-def count_span(counts: dict[str, int], kind: str, attributes: Mapping[str, Any]) -> None:
-    """Add one finished span to a task's counts."""
-    if kind == "tool":
-        counts["tool_calls"] += 1
-    elif kind == "llm":
-        counts["llm_calls"] += 1
-        counts["input_tokens"] += int(attributes.get(semconv.GEN_AI_USAGE_INPUT_TOKENS, 0) or 0)
-        counts["output_tokens"] += int(
-            attributes.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, 0) or 0)
-        counts["http_round_trips"] += int(attributes.get(semconv.LLM_ATTEMPTS, 1) or 0)
-        if attributes.get(semconv.LLM_CONNECTION_REUSED) is False:
-            counts["new_connections"] += 1
-        if (attributes.get(semconv.LLM_TLS) or 0) > 0:
-            counts["tls_handshakes"] += 1
-
-
-def budget_attributes(budget: Budget) -> dict[str, Any]:
-    """The ``agent_latency.budget.*`` and ``agent_latency.count.*`` attributes of a task."""
-    attrs: dict[str, Any] = {semconv.BUDGET_WALL: budget.wall}
-    for component in COMPONENTS:
-        attrs[semconv.budget_share(component)] = budget.shares[component]
-        attrs[semconv.budget_busy(component)] = budget.busy[component]
-    for key, value in budget.counts.items():
-        attrs[semconv.budget_count(key)] = value
-    if (tps := budget.output_tokens_per_second) is not None:
-        attrs[semconv.BUDGET_OUTPUT_TOKENS_PER_SECOND] = tps
-    if (tps := budget.prefill_tokens_per_second) is not None:
-        attrs[semconv.BUDGET_PREFILL_TOKENS_PER_SECOND] = tps
-    return attrs
 
 
 class BudgetSpanProcessor(SpanProcessor):

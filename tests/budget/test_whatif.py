@@ -99,3 +99,13 @@ class TestWhatIfCases:
             Scenario(output_speedup=0)
         with pytest.raises(ValueError, match="fraction"):
             Scenario(network_reduction=1.5)
+
+
+@settings(max_examples=100, deadline=None)
+@given(intervals_st)
+def test_no_change_is_exact_at_epoch_nanoseconds(ivs):
+    """Real spans carry epoch nanoseconds (~1.7e18), beyond a double's exact integers."""
+    base = 1_764_000_000_000_000_000
+    shifted = [iv._replace(start=iv.start + base, end=iv.end + base) for iv in ivs]
+    p = project(shifted, base, base + 1_400 * MS, Scenario())
+    assert p.projected_wall == p.recorded_wall

@@ -125,10 +125,12 @@ def project(
     for iv in ivs:
         iv.component  # noqa: B018 - raises UnknownComponentError early, with a clear message
     schedule: list[tuple[Interval, int, int]] = []
-    # Finished intervals waiting to become predecessors, keyed by recorded end.
+    # Finished intervals waiting to become predecessors, keyed by recorded end.  Projected
+    # times are floats relative to the task start: epoch nanoseconds exceed a double's
+    # 53-bit mantissa.
     pending: list[tuple[int, int, float]] = []
     last_end = start_ns  # latest recorded end among predecessors so far (or the task start)
-    last_new_end = float(start_ns)  # latest projected end among them
+    last_new_end = 0.0  # latest projected end among them, relative to the task start
     for i, iv in enumerate(ivs):
         while pending and pending[0][0] <= iv.start:
             rec_end, _, new_end = heapq.heappop(pending)
@@ -137,7 +139,7 @@ def project(
         gap = max(iv.start - last_end, 0)
         new_start = last_new_end + gap
         new_end = new_start + scenario.duration(iv)
-        schedule.append((iv, round(new_start), round(new_end)))
+        schedule.append((iv, start_ns + round(new_start), start_ns + round(new_end)))
         heapq.heappush(pending, (iv.end, i, new_end))
     for rec_end, _, new_end in pending:
         last_end = max(last_end, rec_end)
@@ -145,7 +147,7 @@ def project(
     projected_end = last_new_end + max(end_ns - last_end, 0)
     return Projection(
         recorded_wall=(end_ns - start_ns) * 1e-9,
-        projected_wall=max(projected_end - start_ns, 0.0) * 1e-9,
+        projected_wall=max(projected_end, 0.0) * 1e-9,
         schedule=schedule,
     )
 

@@ -1,0 +1,89 @@
+"""Tasks and their budgets recomputed from stored spans, with the live processor's rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import semconv
+from ..budget import Budget, Interval, UnknownComponentError, split
+from ..budget._spans import count_span, span_intervals
+from ._read import StoredSpan
+
+_COUNTS = ("llm_calls", "tool_calls", "http_round_trips", "new_connections", "tls_handshakes",
+           "input_tokens", "output_tokens", "subtasks")
+
+
+@dataclass(slots=True)
+class StoredTask:
+    """One task found in a trace: its span, the intervals under it and its budget."""
+
+    span: StoredSpan
+    intervals: list[Interval] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTS, 0))
+    budget: Budget | None = None
+    parent: StoredTask | None = None
+
+    @property
+    def name(self) -> str:
+        """The task's name."""
+        return str(self.span.attributes.get(semconv.TASK_NAME, self.span.name))
+
+
+def find_tasks(spans: list[StoredSpan]) -> tuple[list[StoredTask], list[str]]:
+    """Every task in ``spans`` in start order, each with its budget, and problems found.
+
+    A span belongs to its nearest task ancestor; a nested task's intervals also count in
+    the tasks around it, as in the live processor.
+    """
+    by_id = {(s.trace_id, s.span_id): s for s in spans}
+    tasks = {(s.trace_id, s.span_id): StoredTask(s) for s in spans
+             if semconv.TASK_NAME in s.attributes}
+    problems: list[str] = []
+
+    def nearest_task(span: StoredSpan) -> StoredTask | None:
+        seen = 0
+        parent = by_id.get((span.trace_id, span.parent_id))
+        while parent is not None and seen < 10_000:
+            task = tasks.get((parent.trace_id, parent.span_id))
+            if task is not None:
+                return task
+            parent = by_id.get((parent.trace_id, parent.parent_id))
+            seen += 1
+        return None
+
+    for span in spans:
+        key = (span.trace_id, span.span_id)
+        if key in tasks:
+            tasks[key].parent = nearest_task(span)
+            continue
+        owner = nearest_task(span)
+        if owner is None:
+            continue
+        try:
+            intervals, kind = span_intervals(span.attributes, span.start_ns,
+                                             max(span.end_ns, span.start_ns), hash(key))
+        except UnknownComponentError as exc:
+            problems.append(f"span {span.name!r}: {exc}; counted as other")
+            intervals, kind = [Interval(span.start_ns, span.end_ns, "other")], "other"
+        if kind is None:
+            continue
+        owner.intervals.extend(intervals)
+        count_span(owner.counts, kind, span.attributes)
+    ordered = sorted(tasks.values(), key=lambda t: t.span.start_ns)
+    # Innermost first, so each task hands its parent everything below it exactly once.
+    for task in sorted(ordered, key=_depth, reverse=True):
+        if task.parent is not None:
+            task.parent.intervals.extend(task.intervals)
+            for name, value in task.counts.items():
+                task.parent.counts[name] += value
+            task.parent.counts["subtasks"] += 1
+    for task in ordered:
+        task.budget = split(task.intervals, task.span.start_ns, task.span.end_ns, task.counts)
+    return ordered, problems
+
+
+def _depth(task: StoredTask) -> int:
+    depth, parent = 0, task.parent
+    while parent is not None and depth < 10_000:
+        depth, parent = depth + 1, parent.parent
+    return depth
