@@ -47,6 +47,22 @@ def env_flag(name: str, default: bool) -> bool:
     return default
 
 
+def env_number(name: str, default: float) -> float:
+    """A positive number from the environment; anything else keeps the default, with a warning."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+        if value > 0:
+            return value
+    except ValueError:
+        pass
+    warn_once(f"env-{name}", "agent-latency: %s=%r is not a positive number; using %s", name,
+              raw, default)
+    return default
+
+
 @dataclass
 class _State:
     """What ``instrument()`` did, so ``uninstrument()`` can undo it."""
@@ -102,7 +118,11 @@ def instrument(
                 provider = None
         if provider is not None:
             state.tracer_provider = provider  # type: ignore[assignment]
-            state.processor = BudgetSpanProcessor(meter_provider or _meter_provider())
+            state.processor = BudgetSpanProcessor(
+                meter_provider or _meter_provider(),
+                max_open_tasks=int(env_number(semconv.ENV_MAX_OPEN_TASKS, 10_000)),
+                max_task_age=env_number(semconv.ENV_TASK_MAX_AGE, 24 * 3600.0),
+            )
             # Budget first: its on_end must run before exporters' in the same provider.
             provider.add_span_processor(state.processor)  # type: ignore[union-attr]
             if env_flag(semconv.ENV_SUMMARY, local_default if summary is None else summary):

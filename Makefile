@@ -1,0 +1,62 @@
+# make demo: a virtual environment, the package, the demo agent against the simulator.
+# make test: every system package and Python package the tests need, then the whole suite
+#            (current SDK line in .venv, the older httpx-based line in .venv-legacy).
+
+PYTHON ?= python3
+VENV ?= .venv
+LEGACY ?= .venv-legacy
+PYTEST_ARGS ?=
+# The older SDK line, on httpx/httpcore instead of httpx2/httpcore2.
+LEGACY_PINS ?= "openai>=1.40,<2" "anthropic>=0.40,<0.50" "mcp>=1.9,<2"
+# Debian packages: iptables and libnetfilter-queue for the simulator's kernel-delay mode.
+SYSTEM_PACKAGES ?= iptables libnetfilter-queue-dev
+
+.PHONY: demo test test-current test-legacy system-packages bench clean
+
+$(VENV)/.demo-installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -e '.[simulator,openai,report]'
+	touch $@
+
+demo: $(VENV)/.demo-installed
+	$(VENV)/bin/agent-latency demo
+
+$(VENV)/.test-installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -e '.[test]'
+	touch $@
+
+$(LEGACY)/.test-installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(LEGACY)
+	$(LEGACY)/bin/python -m pip install -q --upgrade pip
+	$(LEGACY)/bin/python -m pip install -q -e '.[test-legacy]' $(LEGACY_PINS)
+	touch $@
+
+system-packages:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing system packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else echo "not root: skipping system packages$$missing (their tests skip)"; fi; \
+	fi
+
+test: system-packages $(VENV)/.test-installed $(LEGACY)/.test-installed
+	$(MAKE) test-current test-legacy
+
+test-current: $(VENV)/.test-installed
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+# The tests that talk to the SDKs, again on their older httpx-based releases.
+test-legacy: $(LEGACY)/.test-installed
+	$(LEGACY)/bin/python -m pytest -m "not current_only" tests/simulator tests/instrumentation tests/tools $(PYTEST_ARGS)
+
+bench: $(VENV)/.test-installed
+	$(VENV)/bin/python -m pip install -q -e '.[bench]'
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) $(LEGACY) .pytest_cache .hypothesis .agent-latency
