@@ -224,3 +224,34 @@ class TestOtlpFromEnvironment:
                             OTEL_EXPORTER_OTLP_TIMEOUT="1")
         assert result.returncode == 0
         assert "done" in result.stdout
+
+
+class TestUninstrument:
+    """uninstrument() stops budgets; instrument() twice is harmless."""
+
+    def test_uninstrument_stops_budgets(self, tmp_path):
+        code = textwrap.dedent("""
+            import agent_latency
+            assert agent_latency.instrument() and agent_latency.instrument()
+            with agent_latency.task("before"):
+                pass
+            agent_latency.uninstrument()
+            print(agent_latency.is_instrumented())
+            with agent_latency.task("after"):
+                pass
+        """)
+        result = run_python(code, tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "False"
+        assert "task before" in result.stderr and "task after" not in result.stderr
+        spans = read_jsonl_spans(tmp_path / ".agent-latency" / "traces.jsonl")
+        after = next(s for s in spans if s["name"] == "invoke_agent after")
+        assert "agent_latency.budget.wall" not in attrs(after)
+
+    def test_bad_numbers_in_environment_keep_defaults(self, tmp_path):
+        result = run_python(AGENT, tmp_path, AGENT_LATENCY_MAX_OPEN_TASKS="many",
+                            AGENT_LATENCY_SUMMARY="maybe")
+        assert result.returncode == 0, result.stderr
+        assert "AGENT_LATENCY_MAX_OPEN_TASKS='many' is not a positive number" in result.stderr
+        assert "AGENT_LATENCY_SUMMARY='maybe' is not a boolean" in result.stderr
+        assert "task fix-tests" in result.stderr
