@@ -9,7 +9,13 @@ PYTEST_ARGS ?=
 # The older SDK line, on httpx/httpcore instead of httpx2/httpcore2.
 LEGACY_PINS ?= "openai>=1.40,<2" "anthropic>=0.40,<0.50" "mcp>=1.9,<2"
 # Debian packages: iptables and libnetfilter-queue for the simulator's kernel-delay mode.
-SYSTEM_PACKAGES ?= iptables libnetfilter-queue-dev
+SYSTEM_PACKAGES ?= iptables libnetfilter-queue-dev build-essential
+
+# netfilterqueue builds against libnetfilter-queue-dev; without it the kernel-delay tests skip.
+define kernel_delay_deps
+	if dpkg -s libnetfilter-queue-dev >/dev/null 2>&1; then \
+	  $(1)/bin/python -m pip install -q 'netfilterqueue>=1.1'; fi
+endef
 
 .PHONY: demo test test-current test-legacy system-packages bench clean
 
@@ -22,16 +28,18 @@ $(VENV)/.demo-installed: pyproject.toml
 demo: $(VENV)/.demo-installed
 	$(VENV)/bin/agent-latency demo
 
-$(VENV)/.test-installed: pyproject.toml
+$(VENV)/.test-installed: pyproject.toml | system-packages
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip install -q -e '.[test]'
+	$(call kernel_delay_deps,$(VENV))
 	touch $@
 
-$(LEGACY)/.test-installed: pyproject.toml Makefile
+$(LEGACY)/.test-installed: pyproject.toml | system-packages
 	$(PYTHON) -m venv $(LEGACY)
 	$(LEGACY)/bin/python -m pip install -q --upgrade pip
 	$(LEGACY)/bin/python -m pip install -q -e '.[test-legacy]' $(LEGACY_PINS)
+	$(call kernel_delay_deps,$(LEGACY))
 	touch $@
 
 system-packages:

@@ -61,6 +61,10 @@ class SimulatorConfig:
             )
         if self.kernel_delay and self.rtt_ms <= 0:
             raise ValueError("--kernel-delay needs --rtt-ms > 0")
+        from ._faults import Fault
+
+        for spec in self.faults:
+            Fault.parse(spec)
 
     def replace(self, **changes: Any) -> SimulatorConfig:
         """Return a copy with ``changes`` applied."""

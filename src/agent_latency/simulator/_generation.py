@@ -32,7 +32,7 @@ class StreamCut(Exception):
 class Generation:
     """Timing and truth of one request; encoders only format and write."""
 
-    __slots__ = ("_seat", "fault", "input_tokens", "plan", "record", "state")
+    __slots__ = ("_dues", "_seat", "fault", "input_tokens", "plan", "record", "state")
 
     def __init__(self, state: ServerState, record: TruthRecord, plan: Plan,
                  input_tokens: int, fault: Fault | None) -> None:
@@ -42,6 +42,7 @@ class Generation:
         self.input_tokens = input_tokens
         self.fault = fault
         self._seat = False
+        self._dues: list[float] = []
         record.input_tokens = input_tokens
         record.output_tokens = plan.output_tokens
         record.prefill_tps = plan.prefill_tps
@@ -70,6 +71,8 @@ class Generation:
             rec.mark("prefill_started_at")
             start = rec.prefill_started_at_mono
             rec.queue_s = start - queue_start
+            # computed before the prefill sleep so the first token is not late by this work
+            self._dues = self._deadlines()
             await clock.sleep_until(start + self.input_tokens / self.plan.prefill_tps)
             rec.prefill_s = perf_counter() - start
 
@@ -82,7 +85,7 @@ class Generation:
     async def stream(self, write: ChunkWriter,
                      on_malformed: Callable[[], Awaitable[None]] | None = None) -> None:
         """Write every chunk at its deadline; raises :class:`StreamCut` on a cut fault."""
-        dues = self._deadlines()
+        dues = self._dues
         clock = self.state.clock
         rec = self.record
         per = self.plan.tokens_per_chunk
@@ -116,7 +119,7 @@ class Generation:
 
     async def generate_silently(self) -> None:
         """Non-streaming: wait until the last token would have been generated."""
-        dues = self._deadlines()
+        dues = self._dues
         rec = self.record
         if dues:
             rec.first_token_at_mono = dues[0]

@@ -78,7 +78,10 @@ def sse(events: list[dict[str, Any]], named: bool) -> bytes:
     return "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
 
 
-MALFORMED_SSE = b'data: {"id": "chatcmpl-broken", "choices": [{"delta": \n\n'
+_BROKEN = b'data: {"id": "broken", "choices": [{"delta": \n\n'
+MALFORMED_SSE = {"chat.completions": _BROKEN,
+                 "messages": b"event: content_block_delta\n" + _BROKEN,
+                 "responses": b"event: response.output_text.delta\n" + _BROKEN}
 
 
 def prepare_generation(state: ServerState, api: str, info: RequestInfo,
@@ -143,7 +146,7 @@ async def serve(request: web.Request, state: ServerState, spec: ApiSpec) -> web.
         if spec.name == "messages":
             headers["request-id"] = rec.request_id
         if info.stream:
-            return await _stream(request, gen, encoder, headers)
+            return await _stream(request, gen, encoder, headers, MALFORMED_SSE[spec.name])
         await gen.admit()
         await gen.generate_silently()
         if fault is not None and fault.kind == "malformed":
@@ -168,7 +171,7 @@ async def serve(request: web.Request, state: ServerState, spec: ApiSpec) -> web.
 
 
 async def _stream(request: web.Request, gen: Generation, encoder: Encoder,
-                  headers: dict[str, str]) -> web.StreamResponse:
+                  headers: dict[str, str], broken: bytes) -> web.StreamResponse:
     headers = {**headers, "Content-Type": "text/event-stream; charset=utf-8",
                "Cache-Control": "no-cache"}
     resp = web.StreamResponse(headers=headers)
@@ -181,15 +184,19 @@ async def _stream(request: web.Request, gen: Generation, encoder: Encoder,
         await resp.write(sse(encoder.piece(index, seg, text, first), named))
 
     async def malformed() -> None:
-        await resp.write(MALFORMED_SSE)
+        await resp.write(broken)
 
     try:
         await gen.stream(write, malformed)
+        await resp.write(sse(encoder.tail(), named) + encoder.done_marker)
+        await resp.write_eof()
     except StreamCut:
         if request.transport is not None:
             request.transport.close()
         return resp
-    await resp.write(sse(encoder.tail(), named) + encoder.done_marker)
-    await resp.write_eof()
+    except ConnectionResetError:
+        # the client hung up mid-stream (e.g. after a malformed chunk): no traceback
+        gen.record.status = 499
+        return resp
     gen.record.mark("response_written_at")
     return resp

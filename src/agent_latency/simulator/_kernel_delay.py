@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import os
+import select
 import shutil
 import subprocess
 import threading
@@ -86,11 +87,15 @@ class KernelDelay:
         with self._cond:
             self._stop = True
             self._cond.notify_all()
+        for t in self._threads:
+            t.join(timeout=5)
+        self._threads.clear()
         if self._nfq is not None:
             try:
                 self._nfq.unbind()
             except Exception:  # noqa: BLE001 - best effort at shutdown
                 pass
+            self._nfq = None
 
     def _on_packet(self, pkt: Any) -> None:
         due = time.perf_counter() + self.half
@@ -99,10 +104,12 @@ class KernelDelay:
             self._cond.notify()
 
     def _read(self) -> None:
-        try:
-            self._nfq.run(block=True)
-        except Exception:  # noqa: BLE001 - the queue is unbound on stop
-            pass
+        # unbind() blocks while run(block=True) sits in recv, so poll and check _stop
+        fd = self._nfq.get_fd()
+        while not self._stop:
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                self._nfq.run(block=False)
 
     def _release(self) -> None:
         while True:

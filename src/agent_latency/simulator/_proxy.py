@@ -75,6 +75,8 @@ class DelayProxy:
                 self._pipe(ureader, cwriter, 0.0))
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            pass  # close() cancels open connections; ending quietly is the point
         finally:
             for w in (cwriter, uwriter):
                 w.close()

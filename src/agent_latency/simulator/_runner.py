@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 from aiohttp import web
@@ -163,6 +164,13 @@ class Simulator:
     def truth(self) -> list[dict[str, Any]]:
         """Ground-truth records of the requests finished so far (a copy)."""
         return list(self._truth.records)
+
+    def wait_truth(self, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Wait until ``count`` records exist (a record lands just after the last byte)."""
+        deadline = time.monotonic() + timeout
+        while len(self._truth.records) < count and time.monotonic() < deadline:
+            time.sleep(0.002)
+        return self.truth
 
     def clear_truth(self) -> None:
         """Forget the records collected so far (the truth file is left alone)."""

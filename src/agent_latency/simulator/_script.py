@@ -22,7 +22,8 @@ _TURN_KEYS = frozenset(
      "jitter", "queue_ms", "fault", "comment"}
 )
 _OVERRIDE_KEYS = frozenset(
-    {"output_tokens", "prefill_tps", "output_tps", "tokens_per_chunk", "jitter", "queue_ms", "fault"}
+    {"output_tokens", "prefill_tps", "output_tps", "tokens_per_chunk", "jitter", "queue_ms",
+     "fault"}
 )
 _ids = itertools.count(1)
 

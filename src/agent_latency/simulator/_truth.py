@@ -61,7 +61,8 @@ class TruthLog:
         """Store a finished record (called once per request)."""
         data = record.to_dict()
         with self._lock:
-            self.records.append(data)
+            # file first: readers poll ``records`` without the lock, then read the file
             if self._path is not None:
                 with self._path.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(data) + "\n")
+            self.records.append(data)
