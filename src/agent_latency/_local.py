@@ -34,7 +34,7 @@ class JsonLinesSpanExporter(SpanExporter):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = Path(path)
         self._lock = threading.Lock()
-        self._file: IO[str] | None = None
+        self._fd: int | None = None
 
     @property
     def path(self) -> Path:
@@ -45,13 +45,17 @@ class JsonLinesSpanExporter(SpanExporter):
         if not spans:
             return SpanExportResult.SUCCESS
         try:
-            line = json.dumps(spans_to_otlp_json(spans), separators=(",", ":"))
+            line = json.dumps(spans_to_otlp_json(spans), separators=(",", ":")) + "\n"
+            data = line.encode("utf-8")
             with self._lock:
-                if self._file is None:
+                if self._fd is None:
                     self._path.parent.mkdir(parents=True, exist_ok=True)
-                    self._file = open(self._path, "a", encoding="utf-8")  # noqa: SIM115
-                self._file.write(line + "\n")
-                self._file.flush()
+                    self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                # One write on an O_APPEND descriptor: lines from several processes sharing
+                # the file never interleave.
+                written = os.write(self._fd, data)
+                while written < len(data):
+                    written += os.write(self._fd, data[written:])
             return SpanExportResult.SUCCESS
         except Exception as exc:  # noqa: BLE001
             warn_once(f"jsonl-{self._path}", "agent-latency: cannot write spans to %s: %s",
@@ -60,9 +64,9 @@ class JsonLinesSpanExporter(SpanExporter):
 
     def shutdown(self) -> None:
         with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True

@@ -145,3 +145,51 @@ ENV_OUTPUT_DIR: Final = "AGENT_LATENCY_DIR"
 ENV_SUMMARY: Final = "AGENT_LATENCY_SUMMARY"
 ENV_MAX_OPEN_TASKS: Final = "AGENT_LATENCY_MAX_OPEN_TASKS"
 ENV_TASK_MAX_AGE: Final = "AGENT_LATENCY_TASK_MAX_AGE"
+
+# --- tools: processes, MCP, framework tools (issue 5) -----------------------------------
+TOOL_TYPE_FUNCTION: Final = "function"
+TOOL_TYPE_EXTENSION: Final = "extension"
+# Where a tool span comes from: "subprocess", "os.system", "mcp", "openai_agents", "langchain".
+TOOL_SOURCE: Final = "agent_latency.tool.source"
+TOOL_SIGNAL: Final = "agent_latency.tool.signal"
+TOOL_TIMED_OUT: Final = "agent_latency.tool.timed_out"
+TOOL_RUNNING_AT_EXIT: Final = "agent_latency.tool.running_at_exit"
+# MCP semantic conventions (client side of tools/call).
+MCP_METHOD_NAME: Final = "mcp.method.name"
+MCP_SESSION_ID: Final = "mcp.session.id"
+MCP_PROTOCOL_VERSION: Final = "mcp.protocol.version"
+JSONRPC_REQUEST_ID: Final = "jsonrpc.request.id"
+NETWORK_TRANSPORT: Final = "network.transport"
+NETWORK_PROTOCOL_NAME: Final = "network.protocol.name"
+# Client-measured parts of one MCP call and the server's own time when it reports one.
+MCP_SEND: Final = "agent_latency.mcp.send"
+MCP_WAIT: Final = "agent_latency.mcp.wait"
+MCP_SERVER_TIME: Final = "agent_latency.mcp.server_time"
+MCP_TRANSPORT: Final = "agent_latency.mcp.transport"
+# Key a server puts in a tools/call result's ``_meta`` to report its own handling time (s).
+MCP_META_SERVER_DURATION: Final = "io.agent-latency/server_duration"
+# `agent-latency run`: the whole process as one task.
+RUN_TASK: Final = "agent_latency.run"
+ENV_RUN: Final = "AGENT_LATENCY_RUN"
+ENV_RUN_CHILDREN: Final = "AGENT_LATENCY_RUN_CHILDREN"
+
+# --- agent-latency: LLM calls (instrumentation of openai / anthropic) -------------------
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+LLM_TIME_PER_OUTPUT_CHUNK: Final = "agent_latency.llm.time_per_output_chunk"
+LLM_SERVER_REQUEST_ID: Final = "agent_latency.llm.server_request_id"
+LLM_RETRY_ERRORS: Final = "agent_latency.llm.retry.errors"
+PROVIDER_OPENAI: Final = "openai"
+PROVIDER_ANTHROPIC: Final = "anthropic"
+# Child spans of an LLM call span, made after the fact; they carry neither
+# ``agent_latency.component`` nor ``agent_latency.llm.client`` (never counted twice).
+SPAN_NETWORK: Final = "network"
+SPAN_PREFILL: Final = "prefill"
+SPAN_OUTPUT_GENERATION: Final = "output_generation"
+PHASE_SPAN_PART: Final = "agent_latency.phase"
+ENV_CAPTURE_MESSAGE_CONTENT: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+RTT_SOURCE_TCP_INFO: Final = "tcp_info"
+RTT_SOURCE_CONNECT: Final = "connect"
+RTT_SOURCE_LAST_SEEN: Final = "last_seen"
+RTT_SOURCE_NONE: Final = "none"

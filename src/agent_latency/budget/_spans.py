@@ -41,7 +41,7 @@ def span_intervals(
     if component is None:
         return [], None
     phase = "tool" if component == semconv.TOOL_EXECUTION else str(component)
-    if phase not in PHASE_COMPONENT:
+    if phase not in PHASE_COMPONENT and phase not in COMPONENTS:
         raise UnknownComponentError(
             f"span attribute {semconv.COMPONENT}={component!r} is not a budget component; "
             f"expected one of {', '.join(COMPONENTS)}"

@@ -1,0 +1,328 @@
+"""``agent-latency run [--name NAME] [--children] -- CMD ARGS…``: zero-code instrumentation.
+
+How it works (the technique ``opentelemetry-instrument`` uses):
+
+1. This command puts ``agent_latency/_bootstrap`` first on ``PYTHONPATH``, describes the run
+   in one environment variable (``AGENT_LATENCY_RUN``: task name, the start time, the
+   original ``PYTHONPATH``) and *replaces itself* with ``CMD`` (``os.execvpe``).  There is no
+   wrapper process left: the exit status, signals, stdin/stdout/stderr, the pid and the
+   process group are ``CMD``'s own, so the exit code passes through on a normal exit,
+   ``sys.exit``, an uncaught exception or a signal alike.
+2. The first Python interpreter that starts (``CMD`` itself when it is ``python …`` or a
+   console script) imports our ``sitecustomize``, which restores the original environment
+   (``PYTHONPATH``, no ``AGENT_LATENCY_RUN``) and ``sys.path``, runs any other
+   ``sitecustomize`` that was shadowed, calls :func:`agent_latency.instrument` and opens one
+   task for the whole process, started at the moment ``agent-latency run`` was invoked (so
+   interpreter start-up counts, as *other*).
+3. The task ends at exit (``atexit``: normal end, ``sys.exit``, uncaught exception — then
+   with status ERROR), or on ``SIGTERM`` / ``SIGHUP`` when the program left those at their
+   default action: the task is ended and flushed, then the signal is re-raised with the
+   default action so the exit status is still "killed by SIGTERM".  ``SIGKILL`` and
+   ``os._exit`` end the process before anything can be written.
+
+Tasks the program opens itself nest inside the process task: each gets its own budget and
+also counts inside the process task's.
+
+Child processes: every process is an ``execute_tool`` span in the process task, and gets
+``TRACEPARENT``.  Child *Python* processes are not instrumented by default (the environment
+they inherit is the original one): a test suite an agent runs must not print budget lines
+into the output the agent reads.  ``--children`` (or ``AGENT_LATENCY_RUN_CHILDREN=true``)
+instruments them too: each then records a task of its own, a child of the tool span that
+started it (same trace), without a summary line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import semconv
+
+USAGE = """usage: agent-latency run [--name NAME] [--children] [--] CMD [ARGS...]
+
+Run a Python program (python script.py, python -m module, or a console script) with every
+agent-latency instrumentation on and the whole process as one task; its budget line is
+printed on stderr at exit.  CMD's exit status is passed through.
+
+  --name NAME   task name (default: the script or command name)
+  --children    also instrument child Python processes (each becomes a task of its own)
+"""
+
+BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "_bootstrap")
+
+
+# -- the command ---------------------------------------------------------------------------
+def parse(argv: list[str]) -> tuple[str | None, bool, list[str]]:
+    """``(name, children, cmd)``; raises ``ValueError`` with a message on bad usage."""
+    name: str | None = None
+    children = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            i += 1
+            break
+        if arg in {"-h", "--help"}:
+            raise SystemExit(0)
+        if arg == "--children":
+            children = True
+        elif arg == "--name" or arg == "-n":
+            if i + 1 >= len(argv):
+                raise ValueError("--name needs a value")
+            name = argv[i + 1]
+            i += 1
+        elif arg.startswith("--name="):
+            name = arg.split("=", 1)[1]
+        elif arg.startswith("-"):
+            raise ValueError(f"unknown option {arg!r}")
+        else:
+            break
+        i += 1
+    cmd = argv[i:]
+    if not cmd:
+        raise ValueError("no command given")
+    if name is not None and not name:
+        raise ValueError("--name must not be empty")
+    return name, children, cmd
+
+
+def default_name(cmd: list[str]) -> str:
+    """``python agent.py`` -> ``agent``; ``python -m pkg.main`` -> ``pkg.main``; ``tool`` -> ``tool``."""
+    base = os.path.basename(cmd[0])
+    if base.startswith("python") or base in {"pypy", "pypy3"}:
+        args = cmd[1:]
+        while args:
+            arg = args.pop(0)
+            if arg == "-m" and args:
+                return args[0]
+            if arg == "-c":
+                return "python -c"
+            if arg in {"-W", "-X", "-Q"}:
+                args[:1] = []
+                continue
+            if arg.startswith("-"):
+                continue
+            stem = os.path.basename(arg)
+            return stem[:-3] if stem.endswith(".py") else stem
+        return base
+    return base
+
+
+def run_environment(name: str, children: bool, environ: dict[str, str] | None = None,
+                    start_ns: int | None = None) -> dict[str, str]:
+    """The environment ``CMD`` runs in: the bootstrap first on ``PYTHONPATH``, the run spec."""
+    env = dict(os.environ if environ is None else environ)
+    original = env.get("PYTHONPATH")
+    spec = {
+        "name": name,
+        "start_ns": time.time_ns() if start_ns is None else start_ns,
+        "pythonpath": original,
+        "bootstrap": BOOTSTRAP_DIR,
+        "children": children,
+        "depth": 0,
+    }
+    env[semconv.ENV_RUN] = json.dumps(spec, separators=(",", ":"))
+    env["PYTHONPATH"] = BOOTSTRAP_DIR + (os.pathsep + original if original else "")
+    return env
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``agent-latency run``; on POSIX it does not return when CMD starts."""
+    start_ns = time.time_ns()
+    try:
+        name, children, cmd = parse(argv)
+    except SystemExit:
+        print(USAGE)
+        return 0
+    except ValueError as exc:
+        print(f"agent-latency run: {exc}\n\n{USAGE}", file=sys.stderr)
+        return 2
+    from .instrumentation.subprocess import env_true
+
+    children = children or env_true(semconv.ENV_RUN_CHILDREN, False)
+    env = run_environment(name or default_name(cmd), children, start_ns=start_ns)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if hasattr(os, "execvpe") and os.name == "posix":
+        try:
+            os.execvpe(cmd[0], cmd, env)
+        except FileNotFoundError:
+            print(f"agent-latency run: {cmd[0]}: command not found", file=sys.stderr)
+            return 127
+        except PermissionError as exc:
+            print(f"agent-latency run: {cmd[0]}: {exc.strerror}", file=sys.stderr)
+            return 126
+        except OSError as exc:
+            print(f"agent-latency run: {cmd[0]}: {exc}", file=sys.stderr)
+            return 126
+    # No exec (Windows): run CMD as a child and pass its exit status through.
+    import subprocess
+
+    try:
+        proc = subprocess.Popen(cmd, env=env)
+    except FileNotFoundError:
+        print(f"agent-latency run: {cmd[0]}: command not found", file=sys.stderr)
+        return 127
+    while True:
+        try:
+            code = proc.wait()
+            break
+        except KeyboardInterrupt:
+            continue  # the child got the same Ctrl-C; wait for it to decide
+    return code if code >= 0 else 128 - code
+
+
+# -- inside the program (called from the bootstrap sitecustomize) ---------------------------
+class _ProcessTask:
+    """The whole-process task: opened at start-up, ended exactly once at exit or signal."""
+
+    def __init__(self) -> None:
+        self.span: Any = None
+        self.name = ""
+        self.ended = False
+        self.error: tuple[str, str] | None = None
+
+    def open(self, name: str, start_ns: int, child: bool) -> None:
+        from opentelemetry import context as otel_context
+        from opentelemetry import trace
+
+        from . import _scope
+        from .instrumentation.subprocess import parent_context_from_env
+
+        parent = parent_context_from_env()
+        start_ns = min(start_ns, time.time_ns())
+        attributes: dict[str, Any] = {
+            semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_INVOKE_AGENT,
+            semconv.GEN_AI_AGENT_NAME: name,
+            semconv.TASK_NAME: name,
+            semconv.RUN_TASK: True,
+            semconv.TOOL_PID: os.getpid(),
+        }
+        span = _scope.tracer().start_span(f"{semconv.OPERATION_INVOKE_AGENT} {name}",
+                                          context=parent, attributes=attributes,
+                                          start_time=start_ns)
+        self.span, self.name = span, name
+        _scope._open_tasks[id(span)] = (name, span)
+        ctx = otel_context.set_value(_scope._TASK_KEY, name,
+                                     trace.set_span_in_context(span, parent))
+        otel_context.attach(ctx)  # the main thread's context for the program's whole life
+
+    def end(self) -> None:
+        if self.ended or self.span is None:
+            return
+        self.ended = True
+        from opentelemetry.trace import Status, StatusCode
+
+        from . import _hooks, _scope
+        from ._log import internal_error
+
+        try:
+            from .instrumentation.subprocess import finish_unwaited
+
+            finish_unwaited()
+        except Exception:  # noqa: BLE001
+            internal_error("run.finish_unwaited")
+        span = self.span
+        try:
+            _scope._open_tasks.pop(id(span), None)
+            if self.error is not None:
+                span.set_attribute(semconv.ERROR_TYPE, self.error[0])
+                span.set_status(Status(StatusCode.ERROR, self.error[1]))
+            end_ns = time.time_ns()
+            for finisher in list(_hooks.finishers):
+                finisher(span, end_ns)
+            span.end(end_time=end_ns)
+        except Exception:  # noqa: BLE001
+            internal_error("run.end")
+
+
+_process_task = _ProcessTask()
+
+
+def _excepthook_wrapper(original: Any) -> Any:
+    def excepthook(exc_type: Any, exc: Any, tb: Any) -> Any:
+        try:
+            if _process_task.span is not None and not _process_task.ended:
+                _process_task.error = (exc_type.__qualname__, str(exc) or exc_type.__name__)
+                _process_task.span.record_exception(exc)
+        except Exception:  # noqa: BLE001
+            pass
+        return original(exc_type, exc, tb)
+
+    excepthook.__wrapped__ = original  # type: ignore[attr-defined]
+    return excepthook
+
+
+def _flush() -> None:
+    try:
+        from opentelemetry import trace
+
+        provider = trace.get_tracer_provider()
+        flush = getattr(provider, "force_flush", None)
+        if flush is not None:
+            flush(5000)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    """A fatal signal with the default action: end the task, flush, die of the signal."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    if _process_task.error is None:
+        _process_task.error = (name, f"killed by {name}")
+    _process_task.end()
+    try:
+        from .configure import _at_exit
+
+        _at_exit()
+    except Exception:  # noqa: BLE001
+        pass
+    _flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def bootstrap(spec_text: str) -> None:
+    """Called by the bootstrap ``sitecustomize`` with ``AGENT_LATENCY_RUN``'s value."""
+    import atexit
+
+    spec = json.loads(spec_text)
+    child = int(spec.get("depth", 0)) > 0
+    if spec.get("children"):
+        # Children inherit the bootstrap, marked as children: no summary line of theirs.
+        os.environ[semconv.ENV_RUN] = json.dumps({**spec, "depth": int(spec.get("depth", 0)) + 1},
+                                                 separators=(",", ":"))
+    from .configure import instrument
+
+    if child:
+        name = default_name([sys.executable, *sys.argv]) if sys.argv and sys.argv[0] else "python"
+        start_ns = time.time_ns()
+        if not instrument(summary=False):
+            return
+    else:
+        name = str(spec.get("name") or "python")
+        start_ns = int(spec.get("start_ns") or time.time_ns())
+        if not instrument(summary=True):
+            return
+    _process_task.open(name, start_ns, child)
+    # Registered after instrument()'s own exit hook, so it runs first (atexit is LIFO).
+    atexit.register(_process_task.end)
+    sys.excepthook = _excepthook_wrapper(sys.excepthook)
+    if threading_main():
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, _on_signal)
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()

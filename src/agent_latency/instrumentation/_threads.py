@@ -1,0 +1,100 @@
+"""The current OpenTelemetry context follows work into threads.
+
+``asyncio.to_thread`` already copies the context (it runs the function in
+``contextvars.copy_context()``), but ``ThreadPoolExecutor.submit`` — and so
+``loop.run_in_executor`` — and ``threading.Thread`` start with an empty one, so a tool
+called from a worker thread would otherwise leave its task.  Patched here:
+
+* ``concurrent.futures.ThreadPoolExecutor.submit`` runs the function under the context that
+  was current at ``submit``;
+* ``threading.Thread.start`` records the context that was current at ``start`` and the
+  thread runs under it (``Thread._bootstrap_inner`` is wrapped, so subclasses that
+  override ``run`` are covered too).
+
+Only the OpenTelemetry context is carried (what decides a span's parent and its task), not
+every context variable.  Reference-counted: every instrumentor that needs it acquires it,
+and the patches go when the last one releases.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry.instrumentation.utils import unwrap
+from wrapt import wrap_function_wrapper
+
+_lock = threading.Lock()
+_users = 0
+_CTX = "_agent_latency_context"
+_RUN = "_bootstrap_inner" if hasattr(threading.Thread, "_bootstrap_inner") else "run"
+
+
+def _run_in(ctx: otel_context.Context, fn: Any) -> Any:
+    def run_in_context(*args: Any, **kwargs: Any) -> Any:
+        token = otel_context.attach(ctx)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            otel_context.detach(token)
+
+    return run_in_context
+
+
+def _submit(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if not args:
+        return wrapped(*args, **kwargs)
+    # Always wrapped, even with an empty context: a pool thread keeps the context of the
+    # submit that started it, which must not leak into later work items.
+    return wrapped(_run_in(otel_context.get_current(), args[0]), *args[1:], **kwargs)
+
+
+def _start(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    try:
+        instance.__dict__[_CTX] = otel_context.get_current()
+    except Exception:  # noqa: BLE001
+        pass
+    return wrapped(*args, **kwargs)
+
+
+def _thread_run(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
+    ctx = instance.__dict__.pop(_CTX, None) if hasattr(instance, "__dict__") else None
+    if ctx is None:
+        return wrapped(*args, **kwargs)
+    token = otel_context.attach(ctx)
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        try:
+            otel_context.detach(token)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def acquire() -> None:
+    """Start carrying the context into threads (idempotent per user)."""
+    global _users
+    with _lock:
+        _users += 1
+        if _users > 1:
+            return
+        wrap_function_wrapper(ThreadPoolExecutor, "submit", _submit)
+        wrap_function_wrapper(threading.Thread, "start", _start)
+        wrap_function_wrapper(threading.Thread, _RUN, _thread_run)
+
+
+def release() -> None:
+    """Undo one :func:`acquire`; the last one removes the patches."""
+    global _users
+    with _lock:
+        if _users == 0:
+            return
+        _users -= 1
+        if _users:
+            return
+        unwrap(ThreadPoolExecutor, "submit")
+        unwrap(threading.Thread, "start")
+        unwrap(threading.Thread, _RUN)

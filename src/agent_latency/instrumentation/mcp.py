@@ -1,0 +1,320 @@
+"""MCP tool calls: ``ClientSession.call_tool`` as ``execute_tool {tool}`` (mcp 1.x and 2.x).
+
+The span (kind CLIENT) carries the MCP semantic-convention attributes (``mcp.method.name =
+tools/call``, ``gen_ai.tool.name``, ``gen_ai.operation.name = execute_tool``,
+``mcp.session.id`` when the transport has one, ``mcp.protocol.version``,
+``network.transport`` = ``pipe`` for stdio or ``tcp`` for HTTP, ``network.protocol.name``)
+and counts as tool execution.  The trace context goes into the request's ``_meta``
+(``traceparent``/``tracestate``, SEP-414), so an instrumented server joins the trace; mcp
+2.x injects it itself from its own child span, and we leave that alone.
+
+Transport vs. server.  From the client alone the call is one wait: the request is written,
+the response arrives.  When the server reports its own handling time in the result's
+``_meta`` under ``io.agent-latency/server_duration`` (seconds), the call is split: the
+server's time counts as tool execution and the rest of the call (both transit legs,
+framing, the SDK's own work) as network overhead, recorded as two child spans that tile the
+call (``mcp server {tool}`` and ``mcp transport``) plus ``agent_latency.mcp.server_time`` /
+``agent_latency.mcp.transport`` on the call span.  Without it, the whole call is tool time.
+
+The stdio server process that ``stdio_client`` starts is infrastructure, not a tool run: it
+gets no process span (its calls have theirs).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import weakref
+from collections.abc import Collection
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from .. import semconv
+from .._log import internal_error
+from .subprocess import tracer, when_imported
+
+# stream object -> (transport, get_session_id or None), filled by the transport wrappers.
+_streams: weakref.WeakKeyDictionary[Any, tuple[str, Any]] = weakref.WeakKeyDictionary()
+# The same for stream types that take no weak reference (slots), by id; popped when a
+# session picks its stream up, and bounded.
+_streams_by_id: dict[int, tuple[str, Any]] = {}
+
+_TRANSPORTS = (
+    ("mcp.client.stdio", "stdio_client", "pipe", True),
+    ("mcp.client.streamable_http", "streamable_http_client", "tcp", False),
+    ("mcp.client.streamable_http", "streamablehttp_client", "tcp", False),
+    ("mcp.client.sse", "sse_client", "tcp", False),
+    ("mcp.client.websocket", "websocket_client", "tcp", False),
+)
+
+
+def _mcp_major() -> int:
+    try:
+        from importlib.metadata import version
+
+        return int(version("mcp").split(".")[0])
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+class _TransportCM:
+    """Wraps a transport's async context manager: tags its streams, hides its spawn."""
+
+    def __init__(self, inner: Any, transport: str, suppress: bool) -> None:
+        self._inner = inner
+        self._transport = transport
+        self._suppress = suppress
+
+    async def __aenter__(self) -> Any:
+        token = None
+        if self._suppress:
+            from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+
+            token = otel_context.attach(
+                otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+        try:
+            streams = await self._inner.__aenter__()
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+        try:
+            items = tuple(streams) if isinstance(streams, tuple) else (streams,)
+            session_id = items[2] if len(items) > 2 and callable(items[2]) else None
+            for stream in items[:2]:
+                try:
+                    _streams[stream] = (self._transport, session_id)
+                except TypeError:
+                    if len(_streams_by_id) > 256:
+                        _streams_by_id.clear()
+                    _streams_by_id[id(stream)] = (self._transport, session_id)
+        except Exception:  # noqa: BLE001
+            internal_error("mcp.transport")
+        return streams
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+
+def _wrap_transport(transport: str, suppress: bool) -> Any:
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
+        return _TransportCM(wrapped(*args, **kwargs), transport, suppress)
+
+    return wrapper
+
+
+async def _no_span(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Any:
+    from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+
+    token = otel_context.attach(otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+    try:
+        return await wrapped(*args, **kwargs)
+    finally:
+        _detach(token)
+
+
+def _session_init(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> Any:
+    result = wrapped(*args, **kwargs)
+    try:
+        read = args[0] if args else kwargs.get("read_stream")
+        info = None
+        if read is not None:
+            info = _streams_by_id.pop(id(read), None)
+            if info is None:
+                try:
+                    info = _streams.get(read)
+                except TypeError:
+                    info = None
+        if info is not None:
+            instance.__dict__["_agent_latency_transport"] = info
+    except Exception:  # noqa: BLE001
+        pass
+    return result
+
+
+def _meta_server_time(result: Any) -> float | None:
+    meta = getattr(result, "meta", None)
+    if meta is None and isinstance(result, dict):
+        meta = result.get("_meta")
+    if not isinstance(meta, dict):
+        return None
+    value = meta.get(semconv.MCP_META_SERVER_DURATION)
+    if isinstance(value, (int, float)) and value >= 0:
+        return float(value)
+    return None
+
+
+class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """``execute_tool`` spans for MCP ``tools/call`` on the client side."""
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ("mcp >= 1.0",)
+
+    def _instrument(self, **kwargs: Any) -> None:
+        self._inject = _mcp_major() < 2  # mcp 2 injects the context itself
+        self._wrapped: list[tuple[Any, str]] = []
+        self._active = True
+        # Patched when the program imports mcp (at once if it already has): importing it
+        # here would cost every instrumented program the SDK's import time.
+        when_imported("mcp", self._patch)
+
+    def _patch(self, _module: Any = None) -> None:
+        import importlib
+
+        from wrapt import wrap_function_wrapper
+
+        if not self._active or self._wrapped:
+            return
+        session_mod = importlib.import_module("mcp.client.session")
+        cls = session_mod.ClientSession
+        wrap_function_wrapper(cls, "call_tool", self._call_tool)
+        wrap_function_wrapper(cls, "__init__", _session_init)
+        self._wrapped += [(cls, "call_tool"), (cls, "__init__")]
+        stdio = sys.modules.get("mcp.client.stdio")
+        if stdio is not None and hasattr(stdio, "_create_platform_compatible_process"):
+            # The server process is the transport, not a tool run (also when the program
+            # kept a reference to the unwrapped stdio_client).
+            wrap_function_wrapper(stdio, "_create_platform_compatible_process", _no_span)
+            self._wrapped.append((stdio, "_create_platform_compatible_process"))
+        for module_name, func, transport, suppress in _TRANSPORTS:
+            try:
+                module = importlib.import_module(module_name)
+            except Exception:  # noqa: BLE001 - optional transports (websockets …)
+                continue
+            original = getattr(module, func, None)
+            if original is None:
+                continue
+            wrap_function_wrapper(module, func, _wrap_transport(transport, suppress))
+            self._wrapped.append((module, func))
+            # The same function re-exported by the packages (``from mcp import stdio_client``).
+            for alias in ("mcp", "mcp.client"):
+                mod = sys.modules.get(alias)
+                if mod is not None and getattr(mod, func, None) is original:
+                    setattr(mod, func, getattr(module, func))
+                    self._wrapped.append((mod, func))
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        self._active = False
+        for owner, name in reversed(getattr(self, "_wrapped", [])):
+            try:
+                unwrap(owner, name)
+            except Exception:  # noqa: BLE001
+                pass
+        self._wrapped = []
+
+    async def _call_tool(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
+                         kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return await wrapped(*args, **kwargs)
+        span = None
+        try:
+            name = args[0] if args else kwargs.get("name")
+            name = str(name) if name else "mcp"
+            attributes: dict[str, Any] = {
+                semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_EXECUTE_TOOL,
+                semconv.GEN_AI_TOOL_NAME: name,
+                semconv.GEN_AI_TOOL_TYPE: semconv.TOOL_TYPE_EXTENSION,
+                semconv.MCP_METHOD_NAME: "tools/call",
+                semconv.TOOL_SOURCE: "mcp",
+            }
+            info = instance.__dict__.get("_agent_latency_transport")
+            if info is not None:
+                attributes[semconv.NETWORK_TRANSPORT] = info[0]
+                if info[0] == "tcp":
+                    attributes[semconv.NETWORK_PROTOCOL_NAME] = "http"
+                if info[1] is not None:
+                    try:
+                        sid = info[1]()
+                        if sid:
+                            attributes[semconv.MCP_SESSION_ID] = str(sid)
+                    except Exception:  # noqa: BLE001
+                        pass
+            version = getattr(instance, "protocol_version", None)
+            if callable(version):
+                version = None
+            if isinstance(version, str):
+                attributes[semconv.MCP_PROTOCOL_VERSION] = version
+            start = time.perf_counter_ns()
+            start_ns = time.time_ns()
+            span = tracer().start_span(f"{semconv.OPERATION_EXECUTE_TOOL} {name}",
+                                       kind=SpanKind.CLIENT, attributes=attributes,
+                                       start_time=start_ns)
+            if self._inject:
+                kwargs = self._with_meta(span, kwargs)
+        except Exception:  # noqa: BLE001
+            internal_error("mcp.call_tool")
+            if span is None:
+                return await wrapped(*args, **kwargs)
+        token = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            _detach(token)
+            span.set_attribute(semconv.COMPONENT, semconv.TOOL_EXECUTION)
+            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+            span.end()
+            raise
+        _detach(token)
+        try:
+            self._end(span, result, start_ns, time.perf_counter_ns() - start)
+        except Exception:  # noqa: BLE001
+            internal_error("mcp.call_tool.end")
+        return result
+
+    @staticmethod
+    def _with_meta(span: trace.Span, kwargs: dict[str, Any]) -> dict[str, Any]:
+        meta = kwargs.get("meta")
+        carrier: dict[str, Any] = dict(meta) if isinstance(meta, dict) else {}
+        if "traceparent" in carrier:
+            return kwargs
+        propagate.inject(carrier, context=trace.set_span_in_context(span))
+        if meta is None or isinstance(meta, dict):
+            return {**kwargs, "meta": carrier}
+        return kwargs
+
+    @staticmethod
+    def _end(span: trace.Span, result: Any, start_ns: int, elapsed_ns: int) -> None:
+        if getattr(result, "isError", None) is True or getattr(result, "is_error", None) is True:
+            span.set_attribute(semconv.ERROR_TYPE, "tool_error")
+            span.set_status(Status(StatusCode.ERROR, "the tool reported an error"))
+        server = _meta_server_time(result)
+        end_ns = start_ns + elapsed_ns
+        total = elapsed_ns / 1e9
+        if server is None or server > total:
+            span.set_attribute(semconv.COMPONENT, semconv.TOOL_EXECUTION)
+            span.end(end_time=end_ns)
+            return
+        transport = total - server
+        span.set_attribute(semconv.MCP_SERVER_TIME, server)
+        span.set_attribute(semconv.MCP_TRANSPORT, transport)
+        # Two children tile the call: transport (both legs, laid first) then the server.
+        ctx = trace.set_span_in_context(span)
+        split_ns = end_ns - round(server * 1e9)
+        t = tracer()
+        tool_name = span.attributes.get(semconv.GEN_AI_TOOL_NAME) if hasattr(  # type: ignore[attr-defined]
+            span, "attributes") else None
+        # "network" is the budget phase that counts as network overhead.
+        net = t.start_span("mcp transport", context=ctx, start_time=start_ns,
+                           attributes={semconv.COMPONENT: "network"})
+        net.end(end_time=split_ns)
+        srv = t.start_span(f"mcp server {tool_name or ''}".strip(), context=ctx,
+                           start_time=split_ns,
+                           attributes={semconv.COMPONENT: semconv.TOOL_EXECUTION,
+                                       semconv.GEN_AI_TOOL_NAME: tool_name or "mcp"})
+        srv.end(end_time=end_ns)
+        span.end(end_time=end_ns)
+
+
+def _detach(token: object) -> None:
+    try:
+        otel_context.detach(token)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001
+        pass

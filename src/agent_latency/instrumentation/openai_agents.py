@@ -1,0 +1,276 @@
+"""OpenAI Agents SDK (``openai-agents``): runs become tasks, function tools ``execute_tool``.
+
+* ``Runner.run`` / ``run_sync`` / ``run_streamed`` (through ``AgentRunner``, which all of
+  them use) open a task named after the starting agent: an ``invoke_agent {agent}`` span
+  with ``agent_latency.task.name``, so it gets a budget.  A run inside a run (``run_sync``
+  drives ``run``; an agent used as a tool) does not open a second task.  A streamed run's
+  task ends when its background run loop finishes, not when ``run_streamed`` returns.
+* Function tools: every invocation (``agents.tool._invoke_function_tool_with_metadata`` /
+  ``invoke_function_tool``, which wrap ``FunctionTool.on_invoke_tool`` with the SDK's
+  timeout handling) is an ``execute_tool {tool}`` span with ``gen_ai.tool.type =
+  function`` and the model's ``gen_ai.tool.call.id``.  Shell commands the tool runs are
+  process spans inside it.
+
+Patched when the program imports ``agents``; the SDK's own tracing is left alone.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import sys
+import time
+from collections.abc import Collection
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from .. import _hooks, _scope, semconv
+from .._log import internal_error
+from .subprocess import tracer, when_imported
+
+# True while an Agents SDK run's task is open in this context.
+_in_run: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "agent_latency_agents_run", default=False)
+
+
+# -- tasks opened and ended by hand (a streamed run ends in another task) -------------------
+def open_task(name: str, extra: dict[str, Any] | None = None) -> tuple[Span, Any]:
+    """Start a task span (like ``agent_latency.task``) and the context that holds it."""
+    attributes = {
+        **(extra or {}),
+        semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_INVOKE_AGENT,
+        semconv.GEN_AI_AGENT_NAME: name,
+        semconv.TASK_NAME: name,
+    }
+    span = tracer().start_span(f"{semconv.OPERATION_INVOKE_AGENT} {name}",
+                               kind=SpanKind.INTERNAL, attributes=attributes)
+    _scope._open_tasks[id(span)] = (name, span)
+    ctx = otel_context.set_value(_scope._TASK_KEY, name, trace.set_span_in_context(span))
+    return span, ctx
+
+
+def close_task(span: Span, exc: BaseException | None = None) -> None:
+    """End a task span from :func:`open_task`: status, budget, end (never raises)."""
+    try:
+        if _scope._open_tasks.pop(id(span), None) is None:
+            return  # already ended (e.g. at exit)
+        if exc is not None:
+            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+            span.record_exception(exc)
+        end_ns = time.time_ns()
+        for finisher in list(_hooks.finishers):
+            finisher(span, end_ns)
+        span.end(end_time=end_ns)
+    except Exception:  # noqa: BLE001
+        internal_error("openai_agents.close_task")
+
+
+def _agent_name(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    agent = args[0] if args else kwargs.get("starting_agent")
+    name = getattr(agent, "name", None)
+    return str(name) if name else "agent"
+
+
+def rebind(module_prefix: str, owner: Any, name: str, replacement: Any, original: Any,
+           done: list[tuple[Any, str]]) -> None:
+    """Point every ``from x import name`` copy under ``module_prefix`` at ``replacement``."""
+    for mod_name, mod in list(sys.modules.items()):
+        if mod is None or mod is owner or not mod_name.startswith(module_prefix):
+            continue
+        try:
+            if mod.__dict__.get(name) is original:
+                setattr(mod, name, replacement)
+                done.append((mod, name))
+        except Exception:  # noqa: BLE001
+            continue
+
+
+def _restore(done: list[tuple[Any, str]], originals: dict[str, Any]) -> None:
+    for mod, name in done:
+        if name in originals:
+            setattr(mod, name, originals[name])
+
+
+class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Tasks for Agents SDK runs and ``execute_tool`` spans for their function tools."""
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ("openai-agents >= 0.0.3",)
+
+    def _instrument(self, **kwargs: Any) -> None:
+        self._active = True
+        self._wrapped: list[tuple[Any, str]] = []
+        self._rebound: list[tuple[Any, str]] = []
+        self._originals: dict[str, Any] = {}
+        from ._threads import acquire
+
+        acquire()
+        when_imported("agents", self._patch)
+
+    def _patch(self, _module: Any = None) -> None:
+        if not self._active or self._wrapped:
+            return
+        import importlib
+
+        from wrapt import wrap_function_wrapper
+
+        run_mod = importlib.import_module("agents.run")
+        runner_cls = getattr(run_mod, "AgentRunner", None)
+        if runner_cls is None:  # early SDKs: the classmethods on Runner
+            runner_cls = run_mod.Runner
+        for method, wrapper in (("run", self._run), ("run_sync", self._run_sync),
+                                ("run_streamed", self._run_streamed)):
+            if hasattr(runner_cls, method):
+                wrap_function_wrapper(runner_cls, method, wrapper)
+                self._wrapped.append((runner_cls, method))
+        tool_mod = importlib.import_module("agents.tool")
+        for fname in ("_invoke_function_tool_with_metadata", "invoke_function_tool"):
+            original = getattr(tool_mod, fname, None)
+            if original is None:
+                continue
+            wrap_function_wrapper(tool_mod, fname, self._tool)
+            self._wrapped.append((tool_mod, fname))
+            self._originals[fname] = original
+            rebind("agents", tool_mod, fname, getattr(tool_mod, fname), original,
+                   self._rebound)
+            break  # the first one found is the innermost; wrapping both would double spans
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        self._active = False
+        _restore(self._rebound, self._originals)
+        for owner, name in reversed(self._wrapped):
+            try:
+                unwrap(owner, name)
+            except Exception:  # noqa: BLE001
+                pass
+        self._wrapped, self._rebound = [], []
+        from ._threads import release
+
+        release()
+
+    # -- runs ------------------------------------------------------------------------------
+    async def _run(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Any:
+        if _in_run.get() or not is_instrumentation_enabled():
+            return await wrapped(*args, **kwargs)
+        span, ctx = open_task(_agent_name(args, kwargs))
+        token = otel_context.attach(ctx)
+        flag = _in_run.set(True)
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            close_task(span, exc)
+            raise
+        finally:
+            _in_run.reset(flag)
+            _detach(token)
+        close_task(span)
+        return result
+
+    def _run_sync(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> Any:
+        if _in_run.get() or not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        span, ctx = open_task(_agent_name(args, kwargs))
+        token = otel_context.attach(ctx)
+        flag = _in_run.set(True)
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            close_task(span, exc)
+            raise
+        finally:
+            _in_run.reset(flag)
+            _detach(token)
+        close_task(span)
+        return result
+
+    def _run_streamed(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> Any:
+        if _in_run.get() or not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        span, ctx = open_task(_agent_name(args, kwargs))
+        token = otel_context.attach(ctx)
+        flag = _in_run.set(True)  # the background run loop copies this context
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            close_task(span, exc)
+            raise
+        finally:
+            _in_run.reset(flag)
+            _detach(token)
+        try:
+            loop_task = getattr(result, "run_loop_task", None) or getattr(
+                result, "_run_impl_task", None)
+            if loop_task is None:
+                close_task(span)
+            else:
+                def done(task: Any) -> None:
+                    exc = None
+                    if not task.cancelled():
+                        exc = task.exception()
+                    close_task(span, exc)
+
+                loop_task.add_done_callback(done)
+        except Exception:  # noqa: BLE001
+            internal_error("openai_agents.run_streamed")
+            close_task(span)
+        return result
+
+    # -- function tools ------------------------------------------------------------------------
+    async def _tool(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return await wrapped(*args, **kwargs)
+        span = None
+        try:
+            tool = kwargs.get("function_tool", args[0] if args else None)
+            context = kwargs.get("context", args[1] if len(args) > 1 else None)
+            name = str(getattr(tool, "name", None) or "function")
+            attributes: dict[str, Any] = {
+                semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_EXECUTE_TOOL,
+                semconv.GEN_AI_TOOL_NAME: name,
+                semconv.GEN_AI_TOOL_TYPE: semconv.TOOL_TYPE_FUNCTION,
+                semconv.COMPONENT: semconv.TOOL_EXECUTION,
+                semconv.TOOL_SOURCE: "openai_agents",
+            }
+            call_id = getattr(context, "tool_call_id", None)
+            if call_id:
+                attributes[semconv.GEN_AI_TOOL_CALL_ID] = str(call_id)
+            span = tracer().start_span(f"{semconv.OPERATION_EXECUTE_TOOL} {name}",
+                                       kind=SpanKind.INTERNAL, attributes=attributes)
+        except Exception:  # noqa: BLE001
+            internal_error("openai_agents.tool")
+            if span is None:
+                return await wrapped(*args, **kwargs)
+        token = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+            span.end()
+            raise
+        finally:
+            _detach(token)
+        try:
+            if getattr(result, "is_sdk_generated_error", False):
+                span.set_attribute(semconv.ERROR_TYPE, "tool_error")
+                span.set_status(Status(StatusCode.ERROR, "the tool failed"))
+            span.end()
+        except Exception:  # noqa: BLE001
+            internal_error("openai_agents.tool.end")
+        return result
+
+
+def _detach(token: object) -> None:
+    try:
+        otel_context.detach(token)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001
+        pass

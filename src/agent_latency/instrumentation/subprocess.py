@@ -1,0 +1,547 @@
+"""Every process the program starts is an ``execute_tool {name}`` span from spawn to exit.
+
+Patch points (all in the standard library, so this target is always available):
+
+* ``subprocess.Popen._execute_child`` — the one place every ``Popen`` spawns, which also
+  covers ``run``, ``call``, ``check_call``, ``check_output``, ``getoutput`` and asyncio's
+  ``create_subprocess_exec`` / ``create_subprocess_shell`` (asyncio starts a ``Popen`` and
+  copies the exit status into it).  The span starts just before the fork and carries the
+  pid; ``TRACEPARENT`` / ``TRACESTATE`` go into a *copy* of the child's environment.
+* ``Popen.returncode`` becomes a data descriptor whose setter ends the span: whoever learns
+  the exit status first — ``wait``, ``communicate``, ``poll``, the context exit, asyncio's
+  child watcher, ``Popen.__del__`` or ``subprocess._cleanup`` — ends it, so one span per
+  process whatever API waited for it.  The value is still kept in the instance dictionary,
+  so reading ``returncode`` gives exactly what it would without us.
+* ``Popen.wait`` / ``communicate`` note a ``TimeoutExpired`` and ``send_signal`` (also
+  behind ``kill`` / ``terminate``) notes the signal, so a timed-out-then-killed tool ends
+  ``timed_out`` with ``error.type = "timeout"``.
+* ``os.system`` — its own span; the trace context reaches the shell as an ``export`` prefix
+  on the command (``os.system`` has no environment argument, and ``os.environ`` is never
+  changed).
+
+A process that is never waited for ends its span when something notices its exit (a later
+``poll``, ``Popen.__del__``, ``subprocess._cleanup`` on the next spawn), or at interpreter
+exit: there its state is peeked with ``waitid(WNOWAIT)``, which does not reap it, and a
+process still running ends with ``agent_latency.tool.running_at_exit = true``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import inspect
+import os
+import signal
+import subprocess
+import sys
+import threading
+import weakref
+from collections.abc import Collection
+from typing import Any
+
+from opentelemetry import baggage, trace
+from opentelemetry import context as otel_context
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from opentelemetry.propagators.textmap import DefaultGetter
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from wrapt import wrap_function_wrapper
+
+from .. import semconv
+from .._log import internal_error
+from .._scope import tracer as _fresh_tracer
+
+_SPAN = "_agent_latency_span"
+_TIMED_OUT = "_agent_latency_timed_out"
+_SIGNALLED = "_agent_latency_signal"
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+# Popen objects whose span is still open (for the exit sweep); weak, so never kept alive.
+_live: weakref.WeakSet[subprocess.Popen[Any]] = weakref.WeakSet()
+_atexit_registered = False
+_atexit_lock = threading.Lock()
+
+
+def env_true(name: str, default: bool) -> bool:
+    """A boolean environment variable (``1/true/yes/on``, ``0/false/no/off``)."""
+    raw = os.environ.get(name, "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    return default
+
+
+_tracer_cache: tuple[Any, Any] = (None, None)
+
+
+def tracer() -> trace.Tracer:
+    """Our tracer, cached per global provider (``get_tracer`` builds a new one each call)."""
+    global _tracer_cache
+    provider = trace.get_tracer_provider()
+    cached_provider, cached = _tracer_cache
+    if cached_provider is provider:
+        return cached
+    fresh = _fresh_tracer()
+    if type(provider).__name__ != "ProxyTracerProvider":
+        _tracer_cache = (provider, fresh)
+    return fresh
+
+
+def when_imported(module: str, hook: Any) -> None:
+    """Call ``hook(module)`` once ``module`` is imported (at once if it already is)."""
+    if module in sys.modules:
+        hook(sys.modules[module])
+        return
+    import wrapt
+
+    def guarded(mod: Any) -> None:
+        try:
+            hook(mod)
+        except Exception:  # noqa: BLE001 - a failed patch must not fail the user's import
+            internal_error(f"patch-on-import {module}")
+
+    wrapt.register_post_import_hook(guarded, module)
+
+
+# -- naming -------------------------------------------------------------------------------
+def _first_word(command: str) -> str:
+    """The program a shell command line starts with: ``FOO=1 pytest -q`` -> ``pytest``."""
+    for word in command.split():
+        if "=" in word and not word.startswith(("=", "/", ".")) and word.split("=", 1)[0] \
+                .replace("_", "a").isalnum():
+            continue  # a leading ``NAME=value`` assignment
+        if word in {"exec", "env", "command", "time", "nice", "nohup", "sudo"}:
+            continue
+        word = word.strip("'\"(")
+        return os.path.basename(word) or word or "sh"
+    return "sh"
+
+
+def _str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return os.fsdecode(value)
+    except TypeError:
+        return str(value)
+
+
+def describe(args: Any, executable: Any, shell: bool) -> tuple[str, str, list[str] | str]:
+    """``(tool name, executable, argv-or-command)`` of a spawn, cheaply and without raising.
+
+    The tool name is the basename of the program: ``pytest`` for ``["pytest", "-q"]``,
+    ``/usr/bin/git`` -> ``git``.  Two wrappers are seen through: a shell command
+    (``shell=True``, or ``["bash", "-c", "pytest -q"]``) is named after the command it runs,
+    and ``python -m pytest`` is named ``pytest``.  ``executable`` keeps what really runs.
+    """
+    if isinstance(args, (str, bytes, os.PathLike)):
+        argv: list[str] = [_str(args)]
+    elif isinstance(args, (list, tuple)):
+        argv = [_str(a) for a in args]
+    else:  # any other iterable: Popen consumes it, we must not
+        argv = [_str(executable)] if executable is not None else []
+    if shell:
+        command = " ".join(argv)
+        exe = _str(executable) if executable is not None else "/bin/sh"
+        return _first_word(command), exe, command
+    exe = _str(executable) if executable is not None else (argv[0] if argv else "")
+    base = os.path.basename(argv[0]) if argv else os.path.basename(exe)
+    if base in _SHELLS and len(argv) >= 3 and argv[1].startswith("-") \
+            and argv[1].endswith("c") and " " not in argv[1]:
+        return _first_word(argv[2]), exe, argv
+    if base.startswith("python") and len(argv) >= 3 and argv[1] == "-m":
+        return argv[2], exe, argv
+    return base or "process", exe, argv
+
+
+# -- trace context into the child's environment -------------------------------------------
+def context_env(span: trace.Span) -> dict[str, str]:
+    """``TRACEPARENT`` (and ``TRACESTATE`` / ``BAGGAGE`` when set) naming ``span``."""
+    sc = span.get_span_context()
+    if not sc.is_valid:
+        return {}
+    env = {"TRACEPARENT": f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{sc.trace_flags:02x}"}
+    if sc.trace_state:
+        env["TRACESTATE"] = sc.trace_state.to_header()
+    if baggage.get_all():
+        from opentelemetry.baggage.propagation import W3CBaggagePropagator
+
+        carrier: dict[str, str] = {}
+        W3CBaggagePropagator().inject(carrier)
+        if "baggage" in carrier:
+            env["BAGGAGE"] = carrier["baggage"]
+    return env
+
+
+_TRACE_KEYS = ("TRACEPARENT", "TRACESTATE", "BAGGAGE")
+_TRACE_KEYS_B = tuple(k.encode() for k in _TRACE_KEYS)
+
+
+def child_env(env: Any, extra: dict[str, str]) -> Any:
+    """A new environment mapping: ``env`` (or ours when ``None``) plus ``extra``.
+
+    The user's mapping and ``os.environ`` are never changed.  With ``env=None`` the copy is
+    made from ``os.environ``'s bytes table, which ``Popen`` accepts as is (it encodes every
+    key and value with ``os.fsencode``): a C-level dict copy, not a decode of every entry.
+    """
+    if env is None:
+        data = getattr(os.environ, "_data", None)
+        if isinstance(data, dict) and os.name == "posix":
+            new: dict[Any, Any] = dict(data)
+            for key in _TRACE_KEYS_B:
+                new.pop(key, None)
+            for key, value in extra.items():
+                new[key.encode()] = value.encode()
+            return new
+        new = dict(os.environ)
+    else:
+        new = dict(env)
+        for key_b in _TRACE_KEYS_B:
+            new.pop(key_b, None)
+    for key in _TRACE_KEYS:
+        new.pop(key, None)
+    new.update(extra)
+    return new
+
+
+def parent_context_from_env(environ: Any = None) -> otel_context.Context | None:
+    """The context named by ``TRACEPARENT``/``TRACESTATE`` in the environment, if valid."""
+    environ = os.environ if environ is None else environ
+    traceparent = environ.get("TRACEPARENT")
+    if not traceparent:
+        return None
+    carrier = {"traceparent": traceparent}
+    if environ.get("TRACESTATE"):
+        carrier["tracestate"] = environ["TRACESTATE"]
+    try:
+        ctx = TraceContextTextMapPropagator().extract(carrier, getter=DefaultGetter())
+        if environ.get("BAGGAGE"):
+            from opentelemetry.baggage.propagation import W3CBaggagePropagator
+
+            ctx = W3CBaggagePropagator().extract({"baggage": environ["BAGGAGE"]}, context=ctx)
+    except Exception:  # noqa: BLE001 - a malformed header is ignored
+        return None
+    if not trace.get_current_span(ctx).get_span_context().is_valid:
+        return None
+    return ctx
+
+
+# -- ending a process span ------------------------------------------------------------------
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except (ValueError, AttributeError):
+        return f"signal {number}"
+
+
+def finish(span: trace.Span, returncode: int | None, *, timed_out: float | None = None,
+           signalled: int | None = None, running: bool = False,
+           end_ns: int | None = None) -> None:
+    """Set a process span's outcome and end it (never raises)."""
+    try:
+        if running:
+            span.set_attribute(semconv.TOOL_RUNNING_AT_EXIT, True)
+        elif returncode is not None and returncode != sys.maxsize:
+            span.set_attribute(semconv.TOOL_EXIT_CODE, returncode)
+            if returncode != 0:
+                if returncode < 0:
+                    name = _signal_name(-returncode)
+                    span.set_attribute(semconv.TOOL_SIGNAL, name)
+                    if timed_out is not None and signalled is not None:
+                        span.set_attribute(semconv.TOOL_TIMED_OUT, True)
+                        span.set_attribute(semconv.ERROR_TYPE, "timeout")
+                        desc = f"timed out after {timed_out:.3g} s; killed by {name}"
+                    else:
+                        span.set_attribute(semconv.ERROR_TYPE, name)
+                        desc = f"killed by {name}"
+                else:
+                    span.set_attribute(semconv.ERROR_TYPE, "exit_code")
+                    desc = f"exit code {returncode}"
+                span.set_status(Status(StatusCode.ERROR, desc))
+        span.end(end_time=end_ns)
+    except Exception:  # noqa: BLE001
+        internal_error("subprocess.finish")
+
+
+def _returncode_get(self: Any) -> Any:
+    return self.__dict__.get("returncode")
+
+
+def _returncode_set(self: Any, value: Any) -> None:
+    d = self.__dict__
+    d["returncode"] = value
+    if value is not None and _SPAN in d:
+        span = d.pop(_SPAN, None)
+        if span is not None:
+            finish(span, value, timed_out=d.get(_TIMED_OUT), signalled=d.get(_SIGNALLED))
+
+
+_RETURNCODE = property(_returncode_get, _returncode_set,
+                       doc="Exit status; agent-latency ends the process span when it is set.")
+
+
+def finish_unwaited() -> int:
+    """End the span of every process not yet waited for (at exit); returns how many.
+
+    A child that has exited is seen with ``waitid(WNOWAIT)``, which leaves it for the
+    program to reap; one still running ends with ``running_at_exit``.
+    """
+    ended = 0
+    for proc in list(_live):
+        span = proc.__dict__.pop(_SPAN, None)
+        if span is None:
+            continue
+        code: int | None = None
+        running = True
+        try:
+            if proc.__dict__.get("returncode") is not None:
+                code, running = proc.__dict__["returncode"], False
+            elif hasattr(os, "waitid"):
+                info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                if info is not None:
+                    running = False
+                    code = (info.si_status if info.si_code == os.CLD_EXITED
+                            else -info.si_status)
+        except ChildProcessError:
+            running = False
+        except Exception:  # noqa: BLE001
+            pass
+        finish(span, code, running=running, timed_out=proc.__dict__.get(_TIMED_OUT),
+               signalled=proc.__dict__.get(_SIGNALLED))
+        ended += 1
+    return ended
+
+
+def _register_atexit() -> None:
+    # Registered at the first spawn, i.e. after instrument()'s own exit hook, so it runs
+    # before the open tasks are ended at exit (atexit runs last-registered first).
+    global _atexit_registered
+    with _atexit_lock:
+        if not _atexit_registered:
+            atexit.register(finish_unwaited)
+            _atexit_registered = True
+
+
+# -- the wrappers ---------------------------------------------------------------------------
+class _Positions:
+    """Where ``_execute_child``'s parameters sit (it is always called positionally)."""
+
+    def __init__(self) -> None:
+        try:
+            names = list(inspect.signature(subprocess.Popen._execute_child).parameters)[1:]
+            self.args = names.index("args")
+            self.executable = names.index("executable")
+            self.env = names.index("env")
+            self.shell = names.index("shell")
+        except (ValueError, TypeError):  # wrapped by someone as (*args): CPython's order
+            self.args, self.executable, self.env, self.shell = 0, 1, 6, 9
+
+
+_POSITIONS = _Positions()
+
+
+def _get(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
+    if name in kwargs:
+        return kwargs[name]
+    return args[index] if index < len(args) else None
+
+
+class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Process spans for ``subprocess``, ``asyncio`` subprocesses and ``os.system``."""
+
+    _pos: _Positions | None = None
+    _env_token: object | None = None
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ()
+
+    def _instrument(self, **kwargs: Any) -> None:
+        self._pos = _POSITIONS
+        self._capture = env_true(semconv.ENV_CAPTURE_COMMAND, False)
+        self._propagate = env_true(semconv.ENV_PROPAGATE, True)
+        wrap_function_wrapper(subprocess.Popen, "_execute_child", self._execute_child)
+        wrap_function_wrapper(subprocess.Popen, "wait", _note_timeout)
+        wrap_function_wrapper(subprocess.Popen, "communicate", _note_timeout)
+        wrap_function_wrapper(subprocess.Popen, "send_signal", _note_signal)
+        subprocess.Popen.returncode = _RETURNCODE  # type: ignore[assignment]
+        if os.name == "posix":
+            wrap_function_wrapper(os, "system", self._system)
+        from ._threads import acquire
+
+        acquire()
+        # A process started by an instrumented parent joins the parent's trace.
+        if trace.get_current_span().get_span_context().is_valid is False:
+            ctx = parent_context_from_env()
+            if ctx is not None:
+                self._env_token = otel_context.attach(ctx)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        unwrap(subprocess.Popen, "_execute_child")
+        unwrap(subprocess.Popen, "wait")
+        unwrap(subprocess.Popen, "communicate")
+        unwrap(subprocess.Popen, "send_signal")
+        if isinstance(subprocess.Popen.__dict__.get("returncode"), property):
+            del subprocess.Popen.returncode
+        if os.name == "posix":
+            unwrap(os, "system")
+        from ._threads import release
+
+        release()
+        if self._env_token is not None:
+            try:
+                otel_context.detach(self._env_token)  # type: ignore[arg-type]
+            except Exception:  # noqa: BLE001
+                pass
+            self._env_token = None
+
+    # Popen._execute_child(self, args, executable, ..., env, ..., shell, ...)
+    def _execute_child(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        span = None
+        try:
+            pos = self._pos
+            assert pos is not None
+            name, exe, argv = describe(_get(args, kwargs, pos.args, "args"),
+                                       _get(args, kwargs, pos.executable, "executable"),
+                                       bool(_get(args, kwargs, pos.shell, "shell")))
+            attributes: dict[str, Any] = {
+                semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_EXECUTE_TOOL,
+                semconv.GEN_AI_TOOL_NAME: name,
+                semconv.GEN_AI_TOOL_TYPE: semconv.TOOL_TYPE_EXTENSION,
+                semconv.COMPONENT: semconv.TOOL_EXECUTION,
+                semconv.TOOL_SOURCE: "subprocess",
+            }
+            if exe != name:  # each attribute costs the SDK ~3 µs: no repeats
+                attributes[semconv.TOOL_EXECUTABLE] = exe
+            if self._capture:
+                attributes[semconv.TOOL_COMMAND] = (
+                    argv if isinstance(argv, str) else _join(argv))
+            span = tracer().start_span(f"{semconv.OPERATION_EXECUTE_TOOL} {name}",
+                                       kind=SpanKind.INTERNAL, attributes=attributes)
+            if self._propagate:
+                extra = context_env(span)
+                if extra:
+                    env = child_env(_get(args, kwargs, pos.env, "env"), extra)
+                    if "env" in kwargs or pos.env >= len(args):
+                        kwargs = {**kwargs, "env": env}
+                    else:
+                        args = args[:pos.env] + (env,) + args[pos.env + 1:]
+        except Exception:  # noqa: BLE001 - never break the spawn
+            internal_error("subprocess._execute_child")
+            if span is None:
+                return wrapped(*args, **kwargs)
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            try:
+                span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+                span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+                span.end()
+            except Exception:  # noqa: BLE001
+                internal_error("subprocess._execute_child.error")
+            raise
+        try:
+            span.set_attribute(semconv.TOOL_PID, instance.pid)
+            d = instance.__dict__
+            rc = d.get("returncode")
+            if rc is not None:  # already reaped (cannot happen today; be safe)
+                finish(span, rc)
+            else:
+                d[_SPAN] = span
+                _live.add(instance)
+                if not _atexit_registered:
+                    _register_atexit()
+        except Exception:  # noqa: BLE001
+            internal_error("subprocess._execute_child.after")
+        return result
+
+    def _system(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled() or len(args) != 1 or kwargs:
+            return wrapped(*args, **kwargs)
+        command = args[0]
+        span = None
+        try:
+            text = _str(command)
+            name = _first_word(text)
+            attributes: dict[str, Any] = {
+                semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_EXECUTE_TOOL,
+                semconv.GEN_AI_TOOL_NAME: name,
+                semconv.GEN_AI_TOOL_TYPE: semconv.TOOL_TYPE_EXTENSION,
+                semconv.COMPONENT: semconv.TOOL_EXECUTION,
+                semconv.TOOL_SOURCE: "os.system",
+                semconv.TOOL_EXECUTABLE: "/bin/sh",
+            }
+            if self._capture:
+                attributes[semconv.TOOL_COMMAND] = text
+            span = tracer().start_span(f"{semconv.OPERATION_EXECUTE_TOOL} {name}",
+                                       kind=SpanKind.INTERNAL, attributes=attributes)
+            if self._propagate:
+                extra = context_env(span)
+                if extra:
+                    prefix = "export " + " ".join(f"{k}='{v}'" for k, v in extra.items()
+                                                  if "'" not in v) + "; "
+                    command = (prefix.encode() + command if isinstance(command, bytes)
+                               else prefix + command)
+        except Exception:  # noqa: BLE001
+            internal_error("subprocess.os_system")
+            if span is None:
+                return wrapped(*args)
+            command = args[0]
+        try:
+            status = wrapped(command)
+        except BaseException as exc:
+            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+            span.end()
+            raise
+        try:
+            code: int | None
+            try:
+                code = os.waitstatus_to_exitcode(status)
+            except ValueError:
+                code = None
+            finish(span, code)
+        except Exception:  # noqa: BLE001
+            internal_error("subprocess.os_system.after")
+        return status
+
+
+def _join(argv: list[str]) -> str:
+    import shlex
+
+    return shlex.join(argv)
+
+
+def _note_timeout(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> Any:
+    try:
+        return wrapped(*args, **kwargs)
+    except subprocess.TimeoutExpired as exc:
+        try:
+            if _SPAN in instance.__dict__:
+                instance.__dict__[_TIMED_OUT] = exc.timeout
+        except Exception:  # noqa: BLE001
+            pass
+        raise
+
+
+def _note_signal(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Any:
+    try:
+        if _SPAN in instance.__dict__:
+            instance.__dict__[_SIGNALLED] = args[0] if args else kwargs.get("sig")
+    except Exception:  # noqa: BLE001
+        pass
+    return wrapped(*args, **kwargs)
+
+
+__all__ = [
+    "SubprocessInstrumentor", "child_env", "context_env", "describe", "env_true",
+    "finish_unwaited", "parent_context_from_env",
+]
