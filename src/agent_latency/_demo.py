@@ -1,8 +1,11 @@
 """``agent-latency demo``: the demo coding agent against the simulator, then its budget.
 
 It starts the simulator in a child process (scripted turns that make the agent run shell
-commands, a 20 ms round trip in front of it), runs ``examples/demo_agent.py`` under
-instrumentation, and prints the recorded task's budget and two what-ifs.
+commands), runs ``examples/demo_agent.py`` under instrumentation, and prints the recorded
+task's budget and three what-ifs.  ``--rtt-ms`` adds network delay: in the kernel when this
+runs as root with iptables and netfilterqueue (a real round trip that ``TCP_INFO`` sees),
+otherwise through the simulator's delaying proxy, whose delay the client cannot tell from
+server time (it shows as prefill).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="agent-latency demo", description=__doc__)
     parser.add_argument("--output-tps", type=float, default=150.0)
     parser.add_argument("--prefill-tps", type=float, default=4000.0)
-    parser.add_argument("--rtt-ms", type=float, default=20.0)
+    parser.add_argument("--rtt-ms", type=float, default=0.0)
     parser.add_argument("--dir", default=".agent-latency/demo",
                         help="where the demo's spans go (default .agent-latency/demo)")
     args = parser.parse_args(argv)
@@ -37,18 +40,23 @@ def main(argv: list[str]) -> int:
         return 2
     from .report import load_tasks, render_budget, render_projection
     from .budget import Scenario, project
-    from .simulator import SimulatorConfig, SimulatorProcess
+    from .simulator import SimulatorConfig, SimulatorProcess, kernel_delay_unavailable
 
     out_dir = Path(args.dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     traces = out_dir / "traces.jsonl"
     traces.unlink(missing_ok=True)
+    why_not_kernel = kernel_delay_unavailable() if args.rtt_ms > 0 else None
     config = SimulatorConfig(
         port=0, prefill_tps=args.prefill_tps, output_tps=args.output_tps,
-        rtt_ms=args.rtt_ms, script=str(examples / "scripts" / "coding_agent.json"),
+        rtt_ms=args.rtt_ms, kernel_delay=args.rtt_ms > 0 and why_not_kernel is None,
+        script=str(examples / "scripts" / "coding_agent.json"),
     )
+    delay = "none" if args.rtt_ms <= 0 else (
+        f"{args.rtt_ms:g} ms in the kernel" if config.kernel_delay else
+        f"{args.rtt_ms:g} ms through a proxy ({why_not_kernel}; the client sees it as prefill)")
     print(f"starting the simulator: prefill {args.prefill_tps:g} tok/s, output "
-          f"{args.output_tps:g} tok/s, round trip {args.rtt_ms:g} ms", file=sys.stderr)
+          f"{args.output_tps:g} tok/s, network delay {delay}", file=sys.stderr)
     with SimulatorProcess(config) as sim:
         env = {**os.environ, "OPENAI_BASE_URL": sim.base_url + "/v1",
                "OPENAI_API_KEY": "simulator", "AGENT_LATENCY_DIR": str(out_dir)}

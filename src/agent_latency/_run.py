@@ -142,9 +142,9 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"agent-latency run: {exc}\n\n{USAGE}", file=sys.stderr)
         return 2
-    from .instrumentation.subprocess import env_true
+    from ._env import env_flag
 
-    children = children or env_true(semconv.ENV_RUN_CHILDREN, False)
+    children = children or env_flag(semconv.ENV_RUN_CHILDREN, False)
     env = run_environment(name or default_name(cmd), children, start_ns=start_ns)
     sys.stdout.flush()
     sys.stderr.flush()

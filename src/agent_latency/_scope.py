@@ -24,9 +24,22 @@ _TASK_KEY = otel_context.create_key("agent_latency.task")
 _open_tasks: dict[int, tuple[str, Span]] = {}
 
 
+_tracer_cache: list[Any] = [None, None]
+
+
 def tracer() -> trace.Tracer:
-    """Our tracer from the global provider (a proxy until one is set, so always current)."""
-    return trace.get_tracer("agent_latency", __version__)
+    """Our tracer from the global provider, cached until the global provider changes.
+
+    ``get_tracer`` builds a new tracer on every call; while no provider is set the proxy's
+    tracer is not cached, so spans reach the real provider once one is set.
+    """
+    provider = trace.get_tracer_provider()
+    if _tracer_cache[0] is provider:
+        return _tracer_cache[1]  # type: ignore[no-any-return]
+    fresh = provider.get_tracer("agent_latency", __version__)
+    if type(provider).__name__ != "ProxyTracerProvider":
+        _tracer_cache[0], _tracer_cache[1] = provider, fresh
+    return fresh
 
 
 class _Scope:
@@ -199,24 +212,6 @@ class tool(_Scope):  # noqa: N801
 def in_task() -> bool:
     """Whether a task is open in the current context (any ancestor task span)."""
     return otel_context.get_value(_TASK_KEY) is not None
-
-
-def end_open_tasks() -> int:
-    """End every task still open (at exit), with its budget; returns how many."""
-    ended = 0
-    for key, (name, span) in list(_open_tasks.items()):
-        _open_tasks.pop(key, None)
-        try:
-            warn_once(f"open-at-exit-{name}", "agent-latency: task %r was still open at exit; "
-                      "ended it there so its budget and spans are kept", name)
-            end_ns = time.time_ns()
-            for finisher in list(_hooks.finishers):
-                finisher(span, end_ns)
-            span.end(end_time=end_ns)
-            ended += 1
-        except Exception:  # noqa: BLE001
-            internal_error("end_open_tasks")
-    return ended
 
 
 def end_open_tasks() -> int:

@@ -24,44 +24,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from . import semconv
 from ._local import JsonLinesSpanExporter, TaskSummaryPrinter
+from ._env import env_flag, env_number
 from ._log import logger, warn_once
 from ._scope import end_open_tasks
 from .processor import BudgetSpanProcessor
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def env_flag(name: str, default: bool) -> bool:
-    """A boolean environment variable; unrecognised values keep the default, with a warning."""
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    warn_once(f"env-{name}", "agent-latency: %s=%r is not a boolean; using %s", name, raw,
-              default)
-    return default
-
-
-def env_number(name: str, default: float) -> float:
-    """A positive number from the environment; anything else keeps the default, with a warning."""
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = float(raw)
-        if value > 0:
-            return value
-    except ValueError:
-        pass
-    warn_once(f"env-{name}", "agent-latency: %s=%r is not a positive number; using %s", name,
-              raw, default)
-    return default
-
 
 @dataclass
 class _State:
@@ -152,6 +118,9 @@ def uninstrument() -> None:
         state, _state = _state, None
     if state is None:
         return
+    from .instrumentation import _all
+
+    _all.cancel_pending()
     for instrumentor in state.instrumentors:
         try:
             instrumentor.uninstrument()

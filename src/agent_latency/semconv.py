@@ -193,3 +193,7 @@ RTT_SOURCE_TCP_INFO: Final = "tcp_info"
 RTT_SOURCE_CONNECT: Final = "connect"
 RTT_SOURCE_LAST_SEEN: Final = "last_seen"
 RTT_SOURCE_NONE: Final = "none"
+# One span event per failed attempt of an LLM call (its own phases), on the call span.
+LLM_ATTEMPT_EVENT: Final = "agent_latency.llm.attempt"
+LLM_ATTEMPT_DURATION: Final = "agent_latency.llm.attempt.duration"
+HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from collections.abc import Collection
 from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 from .._log import logger
+from ._imports import when_imported
 
 # target name -> "module:Class"; a target whose library is not installed is skipped.
 INSTRUMENTORS: dict[str, str] = {
@@ -22,31 +25,86 @@ INSTRUMENTORS: dict[str, str] = {
 }
 
 
+# Modules whose import triggers a target: a library the program has not imported yet is
+# patched when it is imported, so instrument() costs no import time (openai and anthropic
+# take seconds to import).  Targets not listed are instrumented at once.
+TRIGGERS: dict[str, tuple[str, ...]] = {
+    "httpx": ("httpx", "httpx2"),
+    "openai": ("openai",),
+    "anthropic": ("anthropic",),
+    "mcp": ("mcp",),
+    "openai_agents": ("agents",),
+    "langchain": ("langchain_core",),
+}
+
+# Bumped by cancel_pending(): hooks registered before it do nothing when they fire.
+_generation = 0
+
+
 def instrument_all(targets: list[str] | None = None) -> list[BaseInstrumentor]:
-    """Instrument every known target (or ``targets``) whose library is importable."""
+    """Instrument every known target (or ``targets``) whose library is installed.
+
+    Returns the list of instrumentors applied; targets waiting for their library's import
+    are appended to it when they fire.
+    """
     done: list[BaseInstrumentor] = []
     names = list(INSTRUMENTORS) if targets is None else targets
     for name in names:
-        spec = INSTRUMENTORS.get(name)
-        if spec is None:
+        if name not in INSTRUMENTORS:
             raise ValueError(f"unknown instrumentation target {name!r}; known: "
-                             f"{', '.join(sorted(INSTRUMENTORS)) or 'none'}")
-        module_name, _, class_name = spec.partition(":")
-        try:
-            instrumentor = getattr(importlib.import_module(module_name), class_name)()
-        except ImportError as exc:
-            logger.debug("agent-latency: %s not instrumented: %s", name, exc)
-            continue
-        if instrumentor.is_instrumented_by_opentelemetry:
-            continue
-        try:
-            instrumentor.instrument()
-        except Exception:  # noqa: BLE001 - one broken target must not stop the others
-            logger.warning("agent-latency: instrumenting %s failed", name, exc_info=True)
-            continue
-        if instrumentor.is_instrumented_by_opentelemetry:
-            done.append(instrumentor)
+                             f"{', '.join(sorted(INSTRUMENTORS))}")
+    for name in names:
+        triggers = TRIGGERS.get(name, ())
+        if not triggers or any(t in sys.modules for t in triggers):
+            _apply(name, done)
+        elif any(_installed(t) for t in triggers):
+            _defer(name, triggers, done)
     return done
+
+
+def cancel_pending() -> None:
+    """Forget targets still waiting for their library's import."""
+    global _generation
+    _generation += 1
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _defer(name: str, triggers: tuple[str, ...], done: list[BaseInstrumentor]) -> None:
+    generation = _generation
+    fired = [False]
+
+    def on_import(_module: object) -> None:
+        if fired[0] or generation != _generation:
+            return
+        fired[0] = True
+        _apply(name, done)
+
+    for module in triggers:
+        when_imported(module, on_import)
+
+
+def _apply(name: str, done: list[BaseInstrumentor]) -> None:
+    module_name, _, class_name = INSTRUMENTORS[name].partition(":")
+    try:
+        instrumentor = getattr(importlib.import_module(module_name), class_name)()
+    except ImportError as exc:
+        logger.debug("agent-latency: %s not instrumented: %s", name, exc)
+        return
+    if instrumentor.is_instrumented_by_opentelemetry:
+        return
+    try:
+        instrumentor.instrument()
+    except Exception:  # noqa: BLE001 - one broken target must not stop the others
+        logger.warning("agent-latency: instrumenting %s failed", name, exc_info=True)
+        return
+    if instrumentor.is_instrumented_by_opentelemetry:
+        done.append(instrumentor)
 
 
 class AgentLatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]

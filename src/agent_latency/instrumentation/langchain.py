@@ -22,7 +22,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import semconv
 from .._log import internal_error
-from .subprocess import tracer, when_imported
+from .._scope import tracer
+from ._imports import when_imported
 
 
 def _start(instance: Any, kwargs: dict[str, Any]) -> Span:

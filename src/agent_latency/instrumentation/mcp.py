@@ -36,7 +36,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import semconv
 from .._log import internal_error
-from .subprocess import tracer, when_imported
+from .._scope import tracer
+from ._imports import when_imported
 
 # stream object -> (transport, get_session_id or None), filled by the transport wrappers.
 _streams: weakref.WeakKeyDictionary[Any, tuple[str, Any]] = weakref.WeakKeyDictionary()

@@ -30,7 +30,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import _hooks, _scope, semconv
 from .._log import internal_error
-from .subprocess import tracer, when_imported
+from .._scope import tracer
+from ._imports import when_imported
 
 # True while an Agents SDK run's task is open in this context.
 _in_run: contextvars.ContextVar[bool] = contextvars.ContextVar(

@@ -49,14 +49,13 @@ from wrapt import wrap_function_wrapper
 
 from .. import semconv
 from .._log import internal_error
-from .._scope import tracer as _fresh_tracer
+from .._env import env_flag
+from .._scope import tracer
 
 _SPAN = "_agent_latency_span"
 _TIMED_OUT = "_agent_latency_timed_out"
 _SIGNALLED = "_agent_latency_signal"
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
 
 # Popen objects whose span is still open (for the exit sweep); weak, so never kept alive.
 _live: weakref.WeakSet[subprocess.Popen[Any]] = weakref.WeakSet()
@@ -64,49 +63,6 @@ _atexit_registered = False
 _atexit_lock = threading.Lock()
 
 
-def env_true(name: str, default: bool) -> bool:
-    """A boolean environment variable (``1/true/yes/on``, ``0/false/no/off``)."""
-    raw = os.environ.get(name, "").strip().lower()
-    if raw in _TRUE:
-        return True
-    if raw in _FALSE:
-        return False
-    return default
-
-
-_tracer_cache: tuple[Any, Any] = (None, None)
-
-
-def tracer() -> trace.Tracer:
-    """Our tracer, cached per global provider (``get_tracer`` builds a new one each call)."""
-    global _tracer_cache
-    provider = trace.get_tracer_provider()
-    cached_provider, cached = _tracer_cache
-    if cached_provider is provider:
-        return cached
-    fresh = _fresh_tracer()
-    if type(provider).__name__ != "ProxyTracerProvider":
-        _tracer_cache = (provider, fresh)
-    return fresh
-
-
-def when_imported(module: str, hook: Any) -> None:
-    """Call ``hook(module)`` once ``module`` is imported (at once if it already is)."""
-    if module in sys.modules:
-        hook(sys.modules[module])
-        return
-    import wrapt
-
-    def guarded(mod: Any) -> None:
-        try:
-            hook(mod)
-        except Exception:  # noqa: BLE001 - a failed patch must not fail the user's import
-            internal_error(f"patch-on-import {module}")
-
-    wrapt.register_post_import_hook(guarded, module)
-
-
-# -- naming -------------------------------------------------------------------------------
 def _first_word(command: str) -> str:
     """The program a shell command line starts with: ``FOO=1 pytest -q`` -> ``pytest``."""
     for word in command.split():
@@ -360,8 +316,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         self._pos = _POSITIONS
-        self._capture = env_true(semconv.ENV_CAPTURE_COMMAND, False)
-        self._propagate = env_true(semconv.ENV_PROPAGATE, True)
+        self._capture = env_flag(semconv.ENV_CAPTURE_COMMAND, False)
+        self._propagate = env_flag(semconv.ENV_PROPAGATE, True)
         wrap_function_wrapper(subprocess.Popen, "_execute_child", self._execute_child)
         wrap_function_wrapper(subprocess.Popen, "wait", _note_timeout)
         wrap_function_wrapper(subprocess.Popen, "communicate", _note_timeout)
@@ -542,6 +498,6 @@ def _note_signal(wrapped: Any, instance: Any, args: tuple[Any, ...],
 
 
 __all__ = [
-    "SubprocessInstrumentor", "child_env", "context_env", "describe", "env_true",
+    "SubprocessInstrumentor", "child_env", "context_env", "describe",
     "finish_unwaited", "parent_context_from_env",
 ]

@@ -11,7 +11,6 @@ import argparse
 import json
 import sys
 
-from ..budget import COMPONENTS
 from ._read import ReadResult, StoredSpan, TraceFileError, read_spans
 from ._render import render_budget, render_projection
 from ._tasks import StoredTask, find_tasks

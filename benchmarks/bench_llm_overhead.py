@@ -1,0 +1,283 @@
+"""Client CPU that LLM instrumentations add to the real openai SDK, side by side.
+
+Each library runs in a child process of its own (so patches never mix) against one
+simulator in another process; inside it, blocks with the library instrumented and
+uninstrumented alternate, so the added cost is measured within one process (a library whose
+``uninstrument()`` leaves wrappers behind is compared with the ``none`` process instead), on the real ``openai`` SDK with an OpenTelemetry SDK tracer
+provider (spans dropped by a no-op exporter) and meter provider (in-memory reader), default
+settings of each library.  Measured with ``time.thread_time()`` around each call (the client
+is single-threaded): per non-streaming call, and per streamed chunk as the slope between
+streams of two lengths.  Libraries:
+
+* ``none`` — the bare SDK (the baseline);
+* ``agent_latency`` — ours, all phase detail on (phase spans, traceparent, network trace
+  hooks, TCP_INFO, budget processor);
+* ``official`` — ``opentelemetry-instrumentation-openai-v2``;
+* ``openllmetry`` — ``opentelemetry-instrumentation-openai``;
+* ``openinference`` — ``openinference-instrumentation-openai``.
+
+Goals: per streamed chunk <= 1.0 µs added and <= 0.5x the official's; per non-streaming
+call <= 0.5x the official's.
+
+The machine is shared, so CPU time per call inflates when other work runs: each block's
+figure is a median, on/off differences are paired block by block, and the workers run in
+rounds (the order of libraries rotating).
+
+    python benchmarks/bench_llm_overhead.py [--reps 7] [--blocks 6] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+LIBRARIES = ("none", "agent_latency", "official", "openllmetry", "openinference")
+SMALL, BIG = 20, 400  # output tokens (one per chunk) of the two stream lengths
+
+
+# -- worker (child process) -----------------------------------------------------------------
+def _setup(library: str) -> Any:
+    """Providers, and the library's instrumentor (instrumented); None for ``none``."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    provider = TracerProvider()
+    if library == "agent_latency":
+        from agent_latency import BudgetSpanProcessor
+
+        provider.add_span_processor(BudgetSpanProcessor(meter_provider))
+    provider.add_span_processor(SimpleSpanProcessor(Drop()))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(meter_provider)
+    kwargs = {"tracer_provider": provider, "meter_provider": meter_provider}
+    if library == "agent_latency":
+        from agent_latency.instrumentation.openai import OpenAIInstrumentor
+
+        instrumentor = OpenAIInstrumentor()
+        instrumentor.instrument()
+        return instrumentor
+    if library == "official":
+        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as Official
+
+        instrumentor = Official()
+    elif library == "openllmetry":
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor as Traceloop
+
+        instrumentor = Traceloop()
+    elif library == "openinference":
+        from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInference
+
+        instrumentor = OpenInference()
+    else:
+        return None
+    instrumentor.instrument(**kwargs)
+    return instrumentor
+
+
+def _patch_points() -> dict[str, Any]:
+    """What instrumentations wrap, to tell whether ``uninstrument()`` restored the SDK."""
+    import importlib
+
+    points = {}
+    for module_name, owner, attr in (
+            ("openai.resources.chat.completions", "Completions", "create"),
+            ("openai.resources.chat.completions", "AsyncCompletions", "create"),
+            ("openai", "OpenAI", "request"), ("openai._base_client", "SyncAPIClient", "request"),
+            ("openai._streaming", "Stream", "__next__"), ("openai._streaming", "Stream", "__iter__"),
+            ("httpx2", "Client", "send"), ("httpx", "Client", "send")):
+        try:
+            cls = getattr(importlib.import_module(module_name), owner)
+        except (ImportError, AttributeError):
+            continue
+        for klass in cls.__mro__:
+            if attr in klass.__dict__:
+                # Identity, not ==: a wrapt wrapper compares equal to what it wraps.
+                points[f"{module_name}.{owner}.{attr}"] = id(klass.__dict__[attr])
+                break
+    return points
+
+
+def worker(library: str, url: str, reps: int, blocks: int) -> dict[str, Any]:
+    """CPU per call of each kind, with the library on and (where it unwraps cleanly) off.
+
+    On/off blocks alternate in this one process, so the difference is free of the
+    variation between processes; a library whose ``uninstrument()`` leaves wrappers behind
+    is measured on only (compared with the ``none`` worker by the driver).
+    """
+    import gc
+
+    import openai
+
+    original = _patch_points()
+    instrumentor = _setup(library)
+    client = openai.OpenAI(base_url=url + "/v1", api_key="sk-bench", max_retries=0)
+    messages = [{"role": "user", "content": "benchmark " * 20}]
+    chunk_counts: dict[str, int] = {}
+
+    def stream(tokens: int) -> int:
+        n = 0
+        for _ in client.chat.completions.create(model="m", messages=messages, stream=True,
+                                                max_tokens=tokens, temperature=0.0,
+                                                stream_options={"include_usage": True}):
+            n += 1
+        return n
+
+    def plain() -> int:
+        client.chat.completions.create(model="m", messages=messages, max_tokens=SMALL,
+                                       temperature=0.0)
+        return 0
+
+    kinds = {"stream_small": lambda: stream(SMALL), "stream_big": lambda: stream(BIG),
+             "plain": plain}
+    toggles = False
+    if instrumentor is not None:
+        instrumentor.uninstrument()
+        toggles = _patch_points() == original
+        instrumentor.instrument()
+        toggles = toggles and _patch_points() != original
+    for _ in range(5):
+        for fn in kinds.values():
+            fn()
+    gc.collect()
+    gc.freeze()
+    on: dict[str, list[float]] = {k: [] for k in kinds}
+    off: dict[str, list[float]] = {k: [] for k in kinds}
+    for block in range(blocks * (2 if toggles else 1)):
+        enabled = block % 2 == 0 or not toggles
+        if toggles:
+            (instrumentor.instrument if enabled else instrumentor.uninstrument)()
+        for kind, fn in kinds.items():
+            cpu = []
+            for _ in range(reps):
+                t0 = time.thread_time()
+                n = fn()
+                cpu.append((time.thread_time() - t0) * 1e6)
+                chunk_counts[kind] = n
+            (on if enabled else off)[kind].append(statistics.median(cpu))
+    client.close()
+    out: dict[str, Any] = {"library": library, "chunks": chunk_counts, "toggles": toggles,
+                           "on_us": {k: min(v) for k, v in on.items()}}
+    if toggles:
+        out["added_us"] = {k: statistics.median(a - b for a, b in zip(on[k], off[k]))
+                           for k in kinds}
+        out["off_us"] = {k: min(v) for k, v in off.items()}
+    return out
+
+
+# -- driver ------------------------------------------------------------------------------------
+def _available(library: str) -> bool:
+    module = {"official": "opentelemetry.instrumentation.openai_v2",
+              "openllmetry": "opentelemetry.instrumentation.openai",
+              "openinference": "openinference.instrumentation.openai"}.get(library)
+    if module is None:
+        return True
+    probe = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True)
+    return probe.returncode == 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--blocks", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--worker", choices=LIBRARIES)
+    parser.add_argument("--url")
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.url, args.reps, args.blocks)))
+        return 0
+
+    from agent_latency.simulator import SimulatorConfig, SimulatorProcess
+
+    libraries = [lib for lib in LIBRARIES if _available(lib)]
+    missing = sorted(set(LIBRARIES) - set(libraries))
+    results: dict[str, list[dict[str, Any]]] = {lib: [] for lib in libraries}
+    config = SimulatorConfig(port=0, prefill_tps=1e7, output_tps=1e6, spin_us=0.0,
+                             default_output_tokens=BIG)
+    with SimulatorProcess(config) as sim:
+        for round_no in range(args.rounds):
+            shift = round_no % len(libraries)
+            for lib in libraries[shift:] + libraries[:shift]:
+                proc = subprocess.run(
+                    [sys.executable, __file__, "--worker", lib, "--url", sim.base_url,
+                     "--reps", str(args.reps), "--blocks", str(args.blocks)],
+                    capture_output=True, text=True, timeout=600)
+                if proc.returncode != 0:
+                    print(f"{lib} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+                    return 1
+                results[lib].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    _report(results, missing)
+    return 0
+
+
+def _report(results: dict[str, list[dict[str, Any]]], missing: list[str]) -> None:
+    chunks = results["none"][0]["chunks"]
+    extra = chunks["stream_big"] - chunks["stream_small"]
+
+    def lowest(lib: str, kind: str) -> float:
+        return min(r["on_us"][kind] for r in results[lib])
+
+    added: dict[str, dict[str, float]] = {}
+    how: dict[str, str] = {}
+    for lib, runs in results.items():
+        if lib == "none":
+            continue
+        if all(r["toggles"] for r in runs):
+            added[lib] = {k: statistics.median(r["added_us"][k] for r in runs)
+                          for k in ("plain", "stream_small", "stream_big")}
+            how[lib] = "on/off in-process"
+        else:
+            added[lib] = {k: lowest(lib, k) - lowest("none", k)
+                          for k in ("plain", "stream_small", "stream_big")}
+            how[lib] = "vs none process (no clean unwrap)"
+    figures = {}
+    for lib, a in added.items():
+        per_chunk = (a["stream_big"] - a["stream_small"]) / extra
+        fixed = a["stream_small"] - per_chunk * chunks["stream_small"]
+        figures[lib] = (per_chunk, a["plain"], fixed)
+    official = figures.get("official")
+    header = ["library", "added µs/call", "vs official", "added µs/chunk", "vs official",
+              "added µs/stream (fixed)", "measured"]
+    rows = [["none (SDK alone)", f"{lowest('none', 'plain'):.0f} µs/call", "",
+             f"{(lowest('none', 'stream_big') - lowest('none', 'stream_small')) / extra:.1f}"
+             " µs/chunk", "", "", ""]]
+    for lib, (per_chunk, per_call, fixed) in figures.items():
+        rc = rk = ""
+        if official:
+            rk = f"{per_chunk / official[0]:.2f}x" if official[0] > 0 else "-"
+            rc = f"{per_call / official[1]:.2f}x" if official[1] > 0 else "-"
+        rows.append([lib, f"{per_call:+.1f}", rc, f"{per_chunk:+.2f}", rk, f"{fixed:+.1f}",
+                     how[lib]])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    print(f"client CPU (thread time) added to the openai SDK; streams of "
+          f"{chunks['stream_small']} and {chunks['stream_big']} chunks; "
+          f"{len(results['none'])} rounds")
+    print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+    for row in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+    if missing:
+        print(f"not installed (skipped): {', '.join(missing)}")
+    ours = figures.get("agent_latency")
+    if ours and official:
+        print(f"\ngoals: per chunk {ours[0]:+.2f} µs <= 1.0 µs: "
+              f"{'yes' if ours[0] <= 1.0 else 'NO'}; <= 0.5x official ({official[0]:.2f} µs): "
+              f"{'yes' if ours[0] <= 0.5 * official[0] else 'NO'}; per non-streaming call "
+              f"{ours[1]:+.1f} µs <= 0.5x official ({official[1]:.1f} µs): "
+              f"{'yes' if ours[1] <= 0.5 * official[1] else 'NO'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""One LLM call: its span, its HTTP attempts, its stream marks, and how it ends (once)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from time import perf_counter
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
+from ... import semconv
+from ..._log import internal_error
+from ..._scope import tracer
+from .._network import Attempt
+
+# How the call ends; ``deferred`` means a stream or an unread response was handed out.
+_OPEN, _DEFERRED, _DONE = 0, 1, 2
+
+
+class Endpoint:
+    """What a provider module tells the core about one endpoint.
+
+    ``observe(call, chunk) -> bool`` runs per streamed chunk and says whether the chunk
+    carries output (content, reasoning or tool-call arguments); it keeps references to the
+    chunks that hold metadata (model, usage, finish reasons) — attribute access only.
+    ``from_response(call, obj)`` and ``from_stream(call)`` fill ``call.info`` at the end.
+    """
+
+    __slots__ = ("from_response", "from_stream", "input_messages", "observe", "operation",
+                 "output_messages", "provider", "server_timing", "streams")
+
+    def __init__(self, provider: str, operation: str, *, observe: Any = None,
+                 from_response: Any = None, from_stream: Any = None,
+                 input_messages: Any = None, output_messages: Any = None,
+                 server_timing: Any = None, streams: bool = True) -> None:
+        self.provider = provider
+        self.operation = operation
+        self.observe = observe
+        self.from_response = from_response
+        self.from_stream = from_stream
+        self.input_messages = input_messages
+        self.output_messages = output_messages
+        self.server_timing = server_timing
+        self.streams = streams
+
+
+class Info:
+    """What the response said: model, id, finish reasons, usage, server timings."""
+
+    __slots__ = ("cache_creation", "cache_read", "finish_reasons", "input_tokens",
+                 "output_tokens", "reasoning_tokens", "response_id", "response_model",
+                 "server_generation", "server_prefill", "server_queue", "output_text")
+
+    def __init__(self) -> None:
+        self.response_model: str | None = None
+        self.response_id: str | None = None
+        self.finish_reasons: list[str] = []
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.cache_read: int | None = None
+        self.cache_creation: int | None = None
+        self.reasoning_tokens: int | None = None
+        self.server_prefill: float | None = None
+        self.server_generation: float | None = None
+        self.server_queue: float | None = None
+        self.output_text: Any = None
+
+
+class LLMCall:
+    """One model request, from the SDK method call to the end of its response."""
+
+    __slots__ = (
+        "__weakref__", "attempts", "capture", "chunks", "content", "context", "endpoint",
+        "first_chunk", "in_next", "info", "is_async", "kwargs", "last_chunk", "lock",
+        "meta_chunk", "model", "outputs", "propagate", "server_address", "server_port", "span",
+        "start_ns", "state", "stream", "streaming", "t_call", "t_chunk", "t_first",
+        "t_first_chunk", "t_last", "t_return", "usage_chunk",
+    )
+
+    def __init__(self, endpoint: Endpoint, model: str, kwargs: dict[str, Any], *,
+                 streaming: bool, propagate: bool, capture: bool,
+                 server: tuple[str | None, int | None] = (None, None)) -> None:
+        self.t_call = perf_counter()
+        self.start_ns = time.time_ns()
+        self.endpoint = endpoint
+        self.model = model
+        self.kwargs = kwargs
+        self.streaming = streaming
+        self.propagate = propagate
+        self.capture = capture
+        self.server_address, self.server_port = server
+        self.attempts: list[Attempt] = []
+        self.chunks = self.outputs = 0
+        self.in_next = False
+        self.is_async = False
+        self.stream: Any = None  # the per-chunk state of a stream (see _stream._Chunks)
+        self.t_first: float | None = None
+        self.t_last: float | None = None
+        self.t_first_chunk: float | None = None
+        self.t_chunk: float | None = None
+        self.t_return: float | None = None
+        self.first_chunk: Any = None
+        self.last_chunk: Any = None
+        self.meta_chunk: Any = None
+        self.usage_chunk: Any = None
+        self.content: list[str] | None = [] if capture else None
+        self.info = Info()
+        self.state = _OPEN
+        self.lock = threading.Lock()
+        attrs: dict[str, Any] = {
+            semconv.GEN_AI_OPERATION_NAME: endpoint.operation,
+            semconv.GEN_AI_PROVIDER_NAME: endpoint.provider,
+            semconv.LLM_STREAMING: streaming,
+        }
+        if model:
+            attrs[semconv.GEN_AI_REQUEST_MODEL] = model
+        if self.server_address:
+            attrs[semconv.SERVER_ADDRESS] = self.server_address
+        if self.server_port:
+            attrs[semconv.SERVER_PORT] = self.server_port
+        for key, attr in (("max_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
+                          ("max_completion_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
+                          ("max_output_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
+                          ("temperature", semconv.GEN_AI_REQUEST_TEMPERATURE)):
+            value = kwargs.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                attrs[attr] = value
+        name = f"{endpoint.operation} {model}" if model else endpoint.operation
+        self.span = tracer().start_span(name, kind=SpanKind.CLIENT, attributes=attrs,
+                                        start_time=self.start_ns)
+        self.context = trace.set_span_in_context(self.span)
+
+    # -- HTTP attempts -------------------------------------------------------------
+    def add_attempt(self, attempt: Attempt) -> None:
+        attempt.on_closed = self._response_closed
+        self.attempts.append(attempt)
+
+    def _response_closed(self, attempt: Attempt, t: float) -> None:
+        # The final attempt's response closed after a stream/response was handed out:
+        # covers helpers that close the HTTP response rather than our proxy.
+        # While our proxy is inside the SDK's __next__, the proxy ends the call itself (it
+        # sees the exception, if any).
+        stream = self.stream() if self.stream is not None else None
+        if (self.state == _DEFERRED and not self.in_next and self.attempts
+                and attempt is self.attempts[-1]
+                and (stream is None or not stream.in_next)):
+            self.finish(t)
+
+    # -- ends ------------------------------------------------------------------------
+    def defer(self) -> None:
+        """A stream or an unread response was handed to the program; it ends later."""
+        self.t_return = perf_counter()
+        self.state = _DEFERRED
+
+    def finish(self, t_end: float | None = None, error: BaseException | None = None,
+               response: Any = None, stream: Any = None) -> None:
+        """End the call (idempotent): compute its phases, set attributes, end the span."""
+        if self.state == _DONE or not self.lock.acquire(blocking=False):
+            return
+        try:
+            if self.state == _DONE:
+                return
+            self.state = _DONE
+            if t_end is None:
+                t_end = perf_counter()
+            if stream is None and self.stream is not None:
+                stream = self.stream()
+            if stream is not None:
+                self._absorb_stream(stream)
+            from ._record import record
+
+            record(self, t_end, error, response)
+        except Exception:  # noqa: BLE001
+            internal_error("llm.finish")
+            try:
+                self.span.end()
+            except Exception:  # noqa: BLE001
+                pass
+        finally:
+            self.kwargs = {}
+            self.first_chunk = self.last_chunk = self.meta_chunk = self.usage_chunk = None
+            self.stream = None
+            self.lock.release()
+
+    def _absorb_stream(self, stream: Any) -> None:
+        self.chunks, self.outputs = stream.chunks, stream.outputs
+        self.t_first, self.t_last = stream.t_first, stream.t_last
+        self.t_first_chunk, self.t_chunk = stream.t_first_chunk, stream.t_chunk
+        self.first_chunk = stream.first_chunk
+        self.meta_chunk, self.usage_chunk = stream.meta_chunk, stream.usage_chunk
+        stream.first_chunk = stream.meta_chunk = stream.usage_chunk = None
+
+    def abandon(self, stream: Any = None) -> None:
+        """The stream was garbage-collected unfinished: it ended at the last chunk taken."""
+        if self.state == _DONE:
+            return
+        last = stream.t_chunk if stream is not None else self.t_chunk
+        marks = [t for t in (last, self.t_return) if t is not None]
+        self.finish(max(marks) if marks else None, None, None, stream)
+
+    def stream_error(self, exc: BaseException) -> None:
+        self.finish(None, exc)
+
+
+def abandon_call(call: LLMCall) -> None:
+    """``weakref.finalize`` target (a plain function so it keeps no proxy alive)."""
+    try:
+        call.abandon()
+    except Exception:  # noqa: BLE001
+        internal_error("llm.abandon")

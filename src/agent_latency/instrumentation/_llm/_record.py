@@ -1,0 +1,297 @@
+"""The end of one LLM call: phases from its marks, span attributes, child spans, metrics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from opentelemetry import metrics
+from opentelemetry.trace import Status, StatusCode
+
+from ... import semconv
+from ..._log import internal_error
+from ...budget import CallMarks, CallPhases, call_phases, split_server_time
+from .. import _rates
+from .._network import RTT_NONE
+from ..._env import env_flag
+from ..._scope import tracer
+from ._call import LLMCall
+
+# -- phases ---------------------------------------------------------------------------
+def compute_phases(call: LLMCall, t_end: float) -> tuple[CallPhases, float, str, bool]:
+    """``(phases, rtt, rtt source, connection reused)`` of a finished call."""
+    attempts = call.attempts
+    t_call = call.t_call
+    if attempts:
+        final = attempts[-1]
+        retry = final.t_start - attempts[0].t_start
+        t_send = final.t_send if final.t_send is not None else final.t_start
+        t_sent = final.t_sent if final.t_sent is not None else t_send
+        connect, tls = final.connect, final.tls
+        rtt, rtt_source, reused = final.rtt, final.rtt_source, final.reused
+        server_end = final.t_body_done or final.t_return or t_end
+    else:
+        retry, t_send, t_sent, connect, tls = 0.0, t_call, t_call, 0.0, 0.0
+        rtt, rtt_source, reused = 0.0, RTT_NONE, True
+        server_end = t_end
+    if call.t_first is not None:
+        marks = CallMarks(t_call=t_call, t_send=t_send, t_sent=t_sent, t_end=t_end,
+                          t_first=call.t_first, t_last=call.t_last, connect=connect,
+                          tls=tls, rtt=rtt, retry=retry)
+        return call_phases(marks), rtt, rtt_source, reused
+    # No output token seen: one server block, ending when the body was read; what follows
+    # (the SDK parsing the body) is client work.
+    server_end = min(max(server_end, t_sent), t_end)
+    marks = CallMarks(t_call=t_call, t_send=t_send, t_sent=t_sent, t_end=server_end,
+                      connect=connect, tls=tls, rtt=rtt, retry=retry)
+    phases = call_phases(marks)
+    phases.client += t_end - server_end
+    return phases, rtt, rtt_source, reused
+
+
+def _split(call: LLMCall, phases: CallPhases) -> None:
+    info = call.info
+    model = info.response_model or call.model
+    if info.server_prefill is not None or info.server_generation is not None:
+        split_server_time(phases, input_tokens=info.input_tokens or 0,
+                          output_tokens=info.output_tokens or 0,
+                          server_prefill=info.server_prefill,
+                          server_generation=info.server_generation)
+        return
+    prefill_tps, output_tps = _rates.rates(call.endpoint.provider, model)
+    split_server_time(phases, input_tokens=info.input_tokens or 0,
+                      output_tokens=info.output_tokens or 0,
+                      prefill_tps=prefill_tps, output_tps=output_tps)
+    # Without learned rates the block stays in prefill: not measured as such either.
+    phases.source = semconv.SOURCE_ESTIMATED
+
+
+# -- the end ------------------------------------------------------------------------------
+def record(call: LLMCall, t_end: float, error: BaseException | None, response: Any) -> None:
+    endpoint = call.endpoint
+    info = call.info
+    span = call.span
+    try:
+        if response is not None and endpoint.from_response is not None:
+            endpoint.from_response(call, response)
+        elif call.chunks and endpoint.from_stream is not None:
+            endpoint.from_stream(call)
+        if call.attempts and endpoint.server_timing is not None:
+            resp = call.attempts[-1].response
+            if resp is not None:
+                endpoint.server_timing(call, resp.headers)
+    except Exception:  # noqa: BLE001 - odd shapes must not lose the span
+        internal_error("llm.extract")
+    t_end = max(t_end, call.t_call)
+    phases, rtt, rtt_source, reused = compute_phases(call, t_end)
+    measured_stream = call.t_first is not None
+    if not measured_stream and endpoint.operation == semconv.OPERATION_CHAT and error is None:
+        _split(call, phases)
+    elif measured_stream and error is None:
+        _rates.observe(endpoint.provider, info.response_model or call.model,
+                       input_tokens=info.input_tokens or 0,
+                       output_tokens=info.output_tokens or 0,
+                       prefill=phases.prefill, output_generation=phases.output_generation)
+    duration = t_end - call.t_call
+    end_ns = call.start_ns + round(duration * 1e9)
+    attrs: dict[str, Any] = {attr: float(getattr(phases, phase))
+                             for attr, phase, _ in semconv.LLM_PHASES}
+    attrs[semconv.LLM_NETWORK] = phases.network
+    attrs[semconv.LLM_RTT_SOURCE] = rtt_source
+    attrs[semconv.LLM_TIMING_SOURCE] = phases.source
+    attrs[semconv.LLM_ATTEMPTS] = max(len(call.attempts), 1)
+    attrs[semconv.LLM_CONNECTION_REUSED] = reused
+    attrs[semconv.LLM_CHUNKS] = call.chunks
+    if call.t_first is not None:
+        attrs[semconv.LLM_TTFT] = call.t_first - call.t_call
+    if call.t_first_chunk is not None:
+        attrs[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = call.t_first_chunk - call.t_call
+    if call.attempts:
+        final = call.attempts[-1]
+        if final.request_id:
+            attrs[semconv.LLM_SERVER_REQUEST_ID] = final.request_id
+        failed = [type(a.error).__qualname__ if a.error is not None else str(a.status)
+                  for a in call.attempts[:-1]]
+        if failed:
+            attrs[semconv.LLM_RETRY_ERRORS] = failed
+            _attempt_events(call)
+    if info.server_queue is not None:
+        attrs[semconv.LLM_QUEUE] = info.server_queue
+    _info_attributes(info, attrs)
+    out_tokens = info.output_tokens
+    if out_tokens and phases.output_generation > 0:
+        generated = out_tokens - 1 if measured_stream else out_tokens
+        if generated > 0:
+            attrs[semconv.LLM_OUTPUT_TOKENS_PER_SECOND] = generated / phases.output_generation
+    if info.input_tokens and phases.prefill > 0:
+        attrs[semconv.LLM_PREFILL_TOKENS_PER_SECOND] = info.input_tokens / phases.prefill
+    per_chunk = None
+    if measured_stream and call.outputs > 1 and call.t_last is not None:
+        per_chunk = (call.t_last - call.t_first) / (call.outputs - 1)
+        attrs[semconv.LLM_TIME_PER_OUTPUT_CHUNK] = per_chunk
+    if call.capture:
+        _content_attributes(call, attrs)
+    if error is not None:
+        err_type = type(error).__qualname__
+        attrs[semconv.ERROR_TYPE] = err_type
+        span.set_status(Status(StatusCode.ERROR, str(error) or err_type))
+        if not isinstance(error, (GeneratorExit,)):
+            span.record_exception(error)
+    span.set_attributes(attrs)
+    if env_flag(semconv.ENV_PHASE_SPANS, True):
+        _phase_spans(call, phases, end_ns)
+    span.end(end_time=end_ns)
+    _metrics(call, duration, phases, attrs, error, per_chunk)
+
+
+def _attempt_events(call: LLMCall) -> None:
+    """A span event per failed attempt, at its start, with its own phases (retries only)."""
+    for attempt in call.attempts[:-1]:
+        end = attempt.t_return or attempt.t_closed or attempt.t_start
+        event: dict[str, Any] = {
+            semconv.LLM_ATTEMPT_DURATION: end - attempt.t_start,
+            semconv.LLM_CONNECT: attempt.connect, semconv.LLM_TLS: attempt.tls,
+            semconv.LLM_CONNECTION_REUSED: attempt.reused,
+        }
+        if attempt.t_send is not None and attempt.t_sent is not None:
+            event[semconv.LLM_UPLOAD] = attempt.t_sent - attempt.t_send
+        if attempt.status:
+            event[semconv.HTTP_RESPONSE_STATUS_CODE] = attempt.status
+        if attempt.error is not None:
+            event[semconv.ERROR_TYPE] = type(attempt.error).__qualname__
+        offset = attempt.t_start - call.t_call
+        call.span.add_event(semconv.LLM_ATTEMPT_EVENT, event,
+                            timestamp=call.start_ns + round(offset * 1e9))
+
+
+def _info_attributes(info: Any, attrs: dict[str, Any]) -> None:
+    if info.response_model:
+        attrs[semconv.GEN_AI_RESPONSE_MODEL] = info.response_model
+    if info.response_id:
+        attrs[semconv.GEN_AI_RESPONSE_ID] = info.response_id
+    if info.finish_reasons:
+        attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = list(info.finish_reasons)
+    for value, attr in ((info.input_tokens, semconv.GEN_AI_USAGE_INPUT_TOKENS),
+                        (info.output_tokens, semconv.GEN_AI_USAGE_OUTPUT_TOKENS),
+                        (info.cache_read, semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+                        (info.cache_creation, semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
+                        (info.reasoning_tokens, semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS)):
+        if value is not None:
+            attrs[attr] = int(value)
+
+
+def _content_attributes(call: LLMCall, attrs: dict[str, Any]) -> None:
+    endpoint = call.endpoint
+    try:
+        if endpoint.input_messages is not None:
+            attrs[semconv.GEN_AI_INPUT_MESSAGES] = json.dumps(
+                endpoint.input_messages(call.kwargs), default=str)
+        output = call.info.output_text
+        if output is None and call.content:
+            output = "".join(call.content)
+        if output is not None:
+            attrs[semconv.GEN_AI_OUTPUT_MESSAGES] = json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": output}],
+                  "finish_reason": (call.info.finish_reasons or [None])[0]}], default=str)
+    except Exception:  # noqa: BLE001
+        internal_error("llm.content")
+
+
+def _phase_spans(call: LLMCall, phases: CallPhases, end_ns: int) -> None:
+    """``network`` (connection setup, upload, round trip), ``prefill`` and
+    ``output_generation`` children, laid out from the span start as the processor does.
+
+    The stream's tail stays on the parent (``agent_latency.llm.tail``): three children at
+    most, each without attributes, keeps the per-call cost down.
+    """
+    ctx = call.context
+    start_span = tracer().start_span
+    to_ns = 1e9
+    cursor = call.start_ns + round((phases.retry + phases.client) * to_ns)
+    for name, seconds in ((semconv.SPAN_NETWORK, phases.dns + phases.connect + phases.tls
+                           + phases.upload + phases.rtt),
+                          (semconv.SPAN_PREFILL, phases.prefill),
+                          (semconv.SPAN_OUTPUT_GENERATION, phases.output_generation)):
+        if seconds <= 0:
+            continue
+        end = min(end_ns, cursor + round(seconds * to_ns))
+        start_span(name, context=ctx, start_time=cursor).end(end_time=end)
+        cursor = end
+
+
+# -- metrics (instruments follow the meter provider in effect) ---------------------------
+class _Instruments:
+    __slots__ = ("duration", "provider", "tokens", "tps", "tpoc", "ttfc", "ttft")
+
+    def __init__(self, provider: Any) -> None:
+        meter = provider.get_meter("agent_latency")
+        buckets = list(semconv.DURATION_BUCKETS)
+        self.provider = provider
+        self.duration = meter.create_histogram(
+            semconv.GEN_AI_CLIENT_OPERATION_DURATION, unit="s",
+            description="GenAI operation duration.", explicit_bucket_boundaries_advisory=buckets)
+        self.tokens = meter.create_histogram(
+            semconv.GEN_AI_CLIENT_TOKEN_USAGE, unit="{token}",
+            description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=list(semconv.TOKEN_BUCKETS))
+        self.ttfc = meter.create_histogram(
+            semconv.GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK, unit="s",
+            description="Time to receive the first chunk of a streaming response.",
+            explicit_bucket_boundaries_advisory=buckets)
+        self.tpoc = meter.create_histogram(
+            semconv.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK, unit="s",
+            description="Mean time between output chunks of one streaming call "
+                        "(recorded once per call).",
+            explicit_bucket_boundaries_advisory=buckets)
+        self.ttft = meter.create_histogram(
+            semconv.METRIC_LLM_TIME_TO_FIRST_TOKEN, unit="s",
+            description="Time from the call to the first output token.",
+            explicit_bucket_boundaries_advisory=buckets)
+        self.tps = meter.create_histogram(
+            semconv.METRIC_LLM_OUTPUT_TOKENS_PER_SECOND, unit="{token}/s",
+            description="Output tokens per second of output generation.",
+            explicit_bucket_boundaries_advisory=list(semconv.TOKENS_PER_SECOND_BUCKETS))
+
+
+_instruments: _Instruments | None = None
+
+
+def instruments() -> _Instruments:
+    global _instruments
+    provider = metrics.get_meter_provider()
+    current = _instruments
+    if current is None or current.provider is not provider:
+        current = _instruments = _Instruments(provider)
+    return current
+
+
+def _metrics(call: LLMCall, duration: float, phases: CallPhases, attrs: dict[str, Any],
+             error: BaseException | None, per_chunk: float | None) -> None:
+    inst = instruments()
+    base: dict[str, Any] = {
+        semconv.GEN_AI_OPERATION_NAME: call.endpoint.operation,
+        semconv.GEN_AI_PROVIDER_NAME: call.endpoint.provider,
+    }
+    for key, value in ((semconv.GEN_AI_REQUEST_MODEL, call.model),
+                       (semconv.GEN_AI_RESPONSE_MODEL, call.info.response_model),
+                       (semconv.SERVER_ADDRESS, call.server_address),
+                       (semconv.SERVER_PORT, call.server_port)):
+        if value:
+            base[key] = value
+    if error is not None:
+        base[semconv.ERROR_TYPE] = type(error).__qualname__
+    inst.duration.record(duration, base)
+    if error is None:
+        for tokens, kind in ((call.info.input_tokens, "input"),
+                             (call.info.output_tokens, "output")):
+            if tokens is not None:
+                inst.tokens.record(tokens, {**base, semconv.GEN_AI_TOKEN_TYPE: kind})
+    if call.t_first_chunk is not None:
+        inst.ttfc.record(call.t_first_chunk - call.t_call, base)
+    if call.t_first is not None:
+        inst.ttft.record(call.t_first - call.t_call, base)
+    if per_chunk is not None:
+        inst.tpoc.record(per_chunk, base)
+    tps = attrs.get(semconv.LLM_OUTPUT_TOKENS_PER_SECOND)
+    if tps is not None and call.t_first is not None:  # measured, not estimated
+        inst.tps.record(tps, base)

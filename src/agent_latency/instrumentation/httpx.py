@@ -1,0 +1,32 @@
+"""``httpx`` and ``httpx2`` clients: network phases for every request sent inside an LLM call.
+
+``Client.send``/``AsyncClient.send`` of both libraries are wrapped (see ``_network``): while
+an LLM call of ours is current, each request gets our httpcore ``trace`` callback (chained
+with the program's own) and a W3C ``traceparent``; outside LLM calls the wrapper only checks
+a context variable.  The openai and anthropic instrumentors apply the same patch (reference
+counted), so it is on whenever they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+
+from . import _network
+
+_instruments: tuple[str, ...] = ()  # httpx >= 0.24 and/or httpx2: whichever is installed
+
+
+class HttpxInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Attaches the httpcore ``trace`` extension to requests made inside LLM calls."""
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        _network.acquire()
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        _network.release()

@@ -1,0 +1,262 @@
+"""The ``openai`` SDK (1.x, 2.x on httpx; 3.x on httpx2): chat completions, Responses,
+embeddings — sync and async, streaming or not, plain, ``with_raw_response`` and
+``with_streaming_response``, and the ``parse()``/``stream()`` helpers.
+
+This module only knows the endpoints and their chunk shapes; timing, phases, spans and
+metrics are the shared core's (``_llm``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+
+from .. import semconv
+from . import _network
+from ._llm import Endpoint, Info, LLMCall, int_or_none, patch, unpatch
+from ._llm._invoke import method_wrapper
+
+_instruments = ("openai >= 1.0, < 4",)
+
+
+# -- shared readers ------------------------------------------------------------------------
+def _extra(obj: Any) -> dict[str, Any]:
+    extra = getattr(obj, "model_extra", None)
+    return extra if isinstance(extra, dict) else {}
+
+
+def _seconds(value: Any, scale: float = 1.0) -> float | None:
+    return float(value) * scale if isinstance(value, (int, float)) and value >= 0 else None
+
+
+def _server_body_timing(info: Info, obj: Any, usage: Any) -> None:
+    """vLLM ``metrics``, Groq ``usage.*_time``, Cerebras ``time_info`` (non-streaming)."""
+    metrics = _extra(obj).get("metrics")
+    if isinstance(metrics, dict) and "generation_time_ms" in metrics:
+        info.server_generation = _seconds(metrics.get("generation_time_ms"), 1e-3)
+        info.server_prefill = _seconds(metrics.get("time_to_first_token_ms"), 1e-3)
+        info.server_queue = _seconds(metrics.get("queue_time_ms"), 1e-3)
+        return
+    for source in (_extra(usage), _extra(obj).get("time_info")):
+        if isinstance(source, dict) and "completion_time" in source:
+            info.server_generation = _seconds(source.get("completion_time"))
+            info.server_prefill = _seconds(source.get("prompt_time"))
+            info.server_queue = _seconds(source.get("queue_time"))
+            return
+
+
+def tgi_headers(call: LLMCall, headers: Any) -> None:
+    """TGI ``x-queue-time`` (ms): the server's queueing, reported beside prefill."""
+    if call.info.server_queue is None:
+        queue = headers.get("x-queue-time")
+        if queue:
+            try:
+                call.info.server_queue = float(queue) / 1e3
+            except ValueError:
+                pass
+
+
+def _messages_in(kwargs: dict[str, Any], key: str = "messages") -> list[dict[str, Any]]:
+    out = []
+    for message in kwargs.get(key) or ():
+        if isinstance(message, dict):
+            out.append({"role": message.get("role"),
+                        "parts": [{"type": "text", "content": message.get("content")}]})
+    return out
+
+
+# -- chat completions ------------------------------------------------------------------------
+def _chat_observe(call: LLMCall, chunk: Any) -> bool:
+    choices = chunk.choices
+    if choices:
+        choice = choices[0]
+        delta = choice.delta
+        if delta is not None:
+            content = delta.content
+            if content or delta.tool_calls or delta.refusal:
+                if call.content is not None and content:
+                    call.content.append(content)
+                return True
+            extra = delta.model_extra
+            if extra and (extra.get("reasoning_content") or extra.get("reasoning")):
+                return True
+        if choice.finish_reason is not None:
+            call.meta_chunk = chunk
+        return False
+    call.usage_chunk = chunk
+    return False
+
+
+def _chat_usage(info: Info, usage: Any) -> None:
+    if usage is None:
+        return
+    info.input_tokens = int_or_none(getattr(usage, "prompt_tokens", None))
+    info.output_tokens = int_or_none(getattr(usage, "completion_tokens", None))
+    details = getattr(usage, "prompt_tokens_details", None)
+    if details is not None:
+        info.cache_read = int_or_none(getattr(details, "cached_tokens", None))
+    details = getattr(usage, "completion_tokens_details", None)
+    if details is not None:
+        info.reasoning_tokens = int_or_none(getattr(details, "reasoning_tokens", None))
+
+
+def _chat_response(call: LLMCall, obj: Any) -> None:
+    info = call.info
+    info.response_model = getattr(obj, "model", None)
+    info.response_id = getattr(obj, "id", None)
+    choices = getattr(obj, "choices", None) or ()
+    info.finish_reasons = [c.finish_reason for c in choices if c.finish_reason]
+    usage = getattr(obj, "usage", None)
+    _chat_usage(info, usage)
+    _server_body_timing(info, obj, usage)
+    if call.capture and choices:
+        info.output_text = getattr(choices[0].message, "content", None)
+
+
+def _chat_stream(call: LLMCall) -> None:
+    info = call.info
+    for chunk in (call.usage_chunk, call.meta_chunk, call.first_chunk):
+        if chunk is not None:
+            info.response_model = info.response_model or getattr(chunk, "model", None)
+            info.response_id = info.response_id or getattr(chunk, "id", None)
+    meta = call.meta_chunk
+    if meta is not None:
+        info.finish_reasons = [c.finish_reason for c in meta.choices if c.finish_reason]
+    usage = getattr(call.usage_chunk, "usage", None) or getattr(meta, "usage", None)
+    _chat_usage(info, usage)
+
+
+CHAT = Endpoint(semconv.PROVIDER_OPENAI, semconv.OPERATION_CHAT, observe=_chat_observe,
+                from_response=_chat_response, from_stream=_chat_stream,
+                input_messages=_messages_in, server_timing=tgi_headers)
+
+
+# -- Responses ---------------------------------------------------------------------------------
+_RESPONSES_OUTPUT = frozenset({
+    "response.output_text.delta", "response.function_call_arguments.delta",
+    "response.reasoning_text.delta", "response.reasoning_summary_text.delta",
+    "response.refusal.delta", "response.custom_tool_call_input.delta",
+    "response.audio.delta", "response.audio.transcript.delta",
+    "response.code_interpreter_call_code.delta", "response.mcp_call_arguments.delta",
+})
+_RESPONSES_FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+def _responses_observe(call: LLMCall, event: Any) -> bool:
+    kind = event.type
+    if kind in _RESPONSES_OUTPUT:
+        if call.content is not None and kind == "response.output_text.delta":
+            call.content.append(event.delta)
+        return True
+    if kind in _RESPONSES_FINAL:
+        call.meta_chunk = event
+    return False
+
+
+def _responses_response(call: LLMCall, obj: Any) -> None:
+    info = call.info
+    info.response_model = getattr(obj, "model", None)
+    info.response_id = getattr(obj, "id", None)
+    incomplete = getattr(obj, "incomplete_details", None)
+    reason = getattr(incomplete, "reason", None) if incomplete is not None else None
+    status = getattr(obj, "status", None)
+    if reason or status:
+        info.finish_reasons = [str(reason or status)]
+    usage = getattr(obj, "usage", None)
+    if usage is not None:
+        info.input_tokens = int_or_none(getattr(usage, "input_tokens", None))
+        info.output_tokens = int_or_none(getattr(usage, "output_tokens", None))
+        details = getattr(usage, "input_tokens_details", None)
+        if details is not None:
+            info.cache_read = int_or_none(getattr(details, "cached_tokens", None))
+        details = getattr(usage, "output_tokens_details", None)
+        if details is not None:
+            info.reasoning_tokens = int_or_none(getattr(details, "reasoning_tokens", None))
+    _server_body_timing(info, obj, usage)
+    if call.capture:
+        try:
+            info.output_text = obj.output_text
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _responses_stream(call: LLMCall) -> None:
+    for event in (call.meta_chunk, call.first_chunk):
+        response = getattr(event, "response", None)
+        if response is not None:
+            _responses_response(call, response)
+            return
+
+
+def _responses_in(kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if isinstance(kwargs.get("instructions"), str):
+        out.append({"role": "system",
+                    "parts": [{"type": "text", "content": kwargs["instructions"]}]})
+    data = kwargs.get("input")
+    if isinstance(data, str):
+        out.append({"role": "user", "parts": [{"type": "text", "content": data}]})
+    elif isinstance(data, list):
+        out.extend(_messages_in({"messages": data}))
+    return out
+
+
+RESPONSES = Endpoint(semconv.PROVIDER_OPENAI, semconv.OPERATION_CHAT,
+                     observe=_responses_observe, from_response=_responses_response,
+                     from_stream=_responses_stream, input_messages=_responses_in,
+                     server_timing=tgi_headers)
+
+
+# -- embeddings (duration and network; the server block counts as prefill) ---------------------
+def _embeddings_response(call: LLMCall, obj: Any) -> None:
+    info = call.info
+    info.response_model = getattr(obj, "model", None)
+    usage = getattr(obj, "usage", None)
+    if usage is not None:
+        info.input_tokens = int_or_none(getattr(usage, "prompt_tokens", None))
+
+
+EMBEDDINGS = Endpoint(semconv.PROVIDER_OPENAI, semconv.OPERATION_EMBEDDINGS,
+                      from_response=_embeddings_response, streams=False)
+
+
+_CHAT_MODULE = "openai.resources.chat.completions"
+_BETA_CHAT_MODULE = "openai.resources.beta.chat.completions"
+_RESPONSES_MODULE = "openai.resources.responses"
+
+
+def _targets() -> list[tuple[str, str, Any]]:
+    chat, responses = method_wrapper(CHAT), method_wrapper(RESPONSES)
+    embeddings = method_wrapper(EMBEDDINGS)
+    return [
+        (_CHAT_MODULE, "Completions.create", chat),
+        (_CHAT_MODULE, "AsyncCompletions.create", chat),
+        (_CHAT_MODULE, "Completions.parse", chat),
+        (_CHAT_MODULE, "AsyncCompletions.parse", chat),
+        # openai 1.x before parse() left beta: it posts directly.
+        (_BETA_CHAT_MODULE, "Completions.parse", chat),
+        (_BETA_CHAT_MODULE, "AsyncCompletions.parse", chat),
+        (_RESPONSES_MODULE, "Responses.create", responses),
+        (_RESPONSES_MODULE, "AsyncResponses.create", responses),
+        (_RESPONSES_MODULE, "Responses.parse", responses),
+        (_RESPONSES_MODULE, "AsyncResponses.parse", responses),
+        ("openai.resources.embeddings", "Embeddings.create", embeddings),
+        ("openai.resources.embeddings", "AsyncEmbeddings.create", embeddings),
+    ]
+
+
+class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Spans ``chat {model}`` / ``embeddings {model}`` with first-token time and phases."""
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        _network.acquire()
+        self._done = patch(_targets())
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        unpatch(getattr(self, "_done", []))
+        _network.release()

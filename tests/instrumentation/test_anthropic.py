@@ -1,0 +1,129 @@
+"""anthropic messages (and beta messages) against the simulator."""
+
+from __future__ import annotations
+
+import gc
+
+import anthropic
+import pytest
+
+import agent_latency
+from agent_latency import semconv
+
+from llm_helpers import assert_phases_add_up, llm_spans, one_llm_span, truth_of
+
+MESSAGES = [{"role": "user", "content": "explain " * 200}]
+
+
+@pytest.fixture
+def client(sim):
+    c = anthropic.Anthropic(base_url=sim.base_url, api_key="sk-ant-test")
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def aclient(sim):
+    return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-ant-test")
+
+
+def _check_stream(span, sim=None):
+    a = span.attributes
+    assert span.name == "chat sim-c"
+    assert a[semconv.GEN_AI_PROVIDER_NAME] == "anthropic"
+    assert a[semconv.LLM_STREAMING] is True
+    assert a[semconv.LLM_TIMING_SOURCE] == "measured"
+    # message_start and content_block_start come before the first token.
+    assert a[semconv.LLM_TTFT] > a[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]
+    assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 8
+    assert a[semconv.GEN_AI_USAGE_INPUT_TOKENS] > 100
+    assert a[semconv.GEN_AI_RESPONSE_FINISH_REASONS]
+    assert a[semconv.LLM_PREFILL] > 0
+    assert_phases_add_up(span)
+    if sim is not None:
+        truth = truth_of(sim, a[semconv.LLM_SERVER_REQUEST_ID])
+        assert truth["input_tokens"] == a[semconv.GEN_AI_USAGE_INPUT_TOKENS]
+
+
+class TestMessages:
+    def test_create_stream(self, otel, client, sim):
+        with agent_latency.task("t"):
+            for _ in client.messages.create(model="sim-c", max_tokens=8, messages=MESSAGES,
+                                            stream=True):
+                pass
+        _check_stream(one_llm_span(otel), sim)
+        task = otel.span("invoke_agent t")
+        assert task.attributes[semconv.budget_count("llm_calls")] == 1
+
+    def test_create(self, otel, client):
+        message = client.messages.create(model="sim-c", max_tokens=8, messages=MESSAGES)
+        assert message.content
+        span = one_llm_span(otel)
+        assert span.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 8
+        assert span.attributes[semconv.LLM_STREAMING] is False
+        assert_phases_add_up(span)
+
+    def test_stream_helper(self, otel, client):
+        with client.messages.stream(model="sim-c", max_tokens=8, messages=MESSAGES) as stream:
+            text = "".join(stream.text_stream)
+            final = stream.get_final_message()
+        assert text and final.usage.output_tokens == 8
+        _check_stream(one_llm_span(otel))
+
+    def test_stream_helper_closed_early(self, otel, client):
+        with client.messages.stream(model="sim-c", max_tokens=8, messages=MESSAGES) as stream:
+            next(iter(stream))
+        assert_phases_add_up(one_llm_span(otel))
+
+    def test_stream_break_then_gc(self, otel, client):
+        stream = client.messages.create(model="sim-c", max_tokens=8, messages=MESSAGES,
+                                        stream=True)
+        for _ in stream:
+            break
+        assert llm_spans(otel) == []
+        del stream
+        gc.collect()
+        assert_phases_add_up(one_llm_span(otel))
+
+    def test_beta_create_stream(self, otel, client):
+        for _ in client.beta.messages.create(model="sim-c", max_tokens=8, messages=MESSAGES,
+                                             stream=True):
+            pass
+        _check_stream(one_llm_span(otel))
+
+    def test_beta_stream_helper(self, otel, client):
+        with client.beta.messages.stream(model="sim-c", max_tokens=8,
+                                         messages=MESSAGES) as stream:
+            for _ in stream:
+                pass
+        _check_stream(one_llm_span(otel))
+
+    def test_with_raw_response(self, otel, client):
+        raw = client.messages.with_raw_response.create(model="sim-c", max_tokens=8,
+                                                       messages=MESSAGES)
+        assert raw.parse().content
+        assert one_llm_span(otel).attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 8
+
+    async def test_async_create_stream(self, otel, aclient):
+        stream = await aclient.messages.create(model="sim-c", max_tokens=8, messages=MESSAGES,
+                                               stream=True)
+        async for _ in stream:
+            pass
+        _check_stream(one_llm_span(otel))
+
+    async def test_async_stream_helper(self, otel, aclient):
+        async with aclient.messages.stream(model="sim-c", max_tokens=8,
+                                           messages=MESSAGES) as stream:
+            async for _ in stream:
+                pass
+        _check_stream(one_llm_span(otel))
+
+    async def test_async_create(self, otel, aclient):
+        await aclient.messages.create(model="sim-c", max_tokens=8, messages=MESSAGES)
+        assert_phases_add_up(one_llm_span(otel))
+
+    def test_own_sdk_spans_not_counted_twice(self, otel, client):
+        with agent_latency.task("t"):
+            client.messages.create(model="sim-c", max_tokens=8, messages=MESSAGES)
+        task = otel.span("invoke_agent t")
+        assert task.attributes[semconv.budget_count("llm_calls")] == 1
