@@ -72,10 +72,11 @@ def _setup(exporter: str, tmp: str):
 
 
 def measure(n: int, rounds: int) -> list[tuple[str, str, float, float, float, float]]:
-    import agent_latency
-    from agent_latency.instrumentation.subprocess import SubprocessInstrumentor
     from opentelemetry import trace
     from opentelemetry.util._once import Once
+
+    import agent_latency
+    from agent_latency.instrumentation.subprocess import SubprocessInstrumentor
 
     tmp = tempfile.mkdtemp(prefix="bench-subprocess-")
     rows = []

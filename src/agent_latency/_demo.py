@@ -38,8 +38,8 @@ def main(argv: list[str]) -> int:
         print("agent-latency demo: examples/demo_agent.py not found; run it from the "
               "agent-latency source tree", file=sys.stderr)
         return 2
-    from .report import load_tasks, render_budget, render_projection
     from .budget import Scenario, project
+    from .report import load_tasks, render_budget, render_projection
     from .simulator import SimulatorConfig, SimulatorProcess, kernel_delay_unavailable
 
     out_dir = Path(args.dir)

@@ -23,11 +23,12 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from . import semconv
-from ._local import JsonLinesSpanExporter, TaskSummaryPrinter
 from ._env import env_flag, env_number
+from ._local import JsonLinesSpanExporter, TaskSummaryPrinter
 from ._log import logger, warn_once
 from ._scope import end_open_tasks
 from .processor import BudgetSpanProcessor
+
 
 @dataclass
 class _State:

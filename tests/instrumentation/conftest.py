@@ -6,14 +6,13 @@ import gc
 from collections.abc import Iterator
 
 import pytest
+from llm_helpers import FAST
 
 from agent_latency.instrumentation import _rates
 from agent_latency.instrumentation.anthropic import AnthropicInstrumentor
 from agent_latency.instrumentation.httpx import HttpxInstrumentor
 from agent_latency.instrumentation.openai import OpenAIInstrumentor
 from agent_latency.simulator import Simulator
-
-from llm_helpers import FAST
 
 
 @pytest.fixture(scope="module", autouse=True)

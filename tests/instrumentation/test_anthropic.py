@@ -6,11 +6,10 @@ import gc
 
 import anthropic
 import pytest
+from llm_helpers import assert_phases_add_up, llm_spans, one_llm_span, truth_of
 
 import agent_latency
 from agent_latency import semconv
-
-from llm_helpers import assert_phases_add_up, llm_spans, one_llm_span, truth_of
 
 MESSAGES = [{"role": "user", "content": "explain " * 200}]
 

@@ -16,11 +16,10 @@ import textwrap
 
 import openai
 import pytest
+from llm_helpers import assert_phases_add_up, one_llm_span
 
 import agent_latency
 from agent_latency import semconv
-
-from llm_helpers import assert_phases_add_up, one_llm_span
 
 MESSAGES = [{"role": "user", "content": "hello " * 50}]
 

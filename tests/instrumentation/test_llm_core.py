@@ -9,14 +9,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import openai
 import pytest
+from llm_helpers import FAST, assert_phases_add_up, one_llm_span
 from opentelemetry import trace
 
 import agent_latency
 from agent_latency import semconv
 from agent_latency.instrumentation import _network
 from agent_latency.simulator import Simulator
-
-from llm_helpers import FAST, assert_phases_add_up, one_llm_span
 
 MESSAGES = [{"role": "user", "content": "hello " * 50}]
 

@@ -7,12 +7,11 @@ import gc
 
 import openai
 import pytest
+from llm_helpers import assert_phases_add_up, llm_spans, one_llm_span, truth_of
 from opentelemetry import trace
 
 import agent_latency
 from agent_latency import semconv
-
-from llm_helpers import assert_phases_add_up, llm_spans, one_llm_span, truth_of
 
 MESSAGES = [{"role": "user", "content": "hello " * 200}]
 
@@ -151,8 +150,9 @@ class TestStreaming:
         assert one_llm_span(otel).parent.span_id == outer.get_span_context().span_id
 
     def test_cut_stream_is_an_error(self, otel, sim):
-        from agent_latency.simulator import Simulator
         from llm_helpers import FAST
+
+        from agent_latency.simulator import Simulator
 
         with Simulator(FAST.replace(faults=("cut:after=3",))) as cut:
             c = openai.OpenAI(base_url=cut.base_url + "/v1", api_key="x", max_retries=0)
@@ -232,8 +232,9 @@ class TestNonStreaming:
         assert_phases_add_up(span)
 
     def test_server_reported(self, otel):
-        from agent_latency.simulator import Simulator
         from llm_helpers import FAST
+
+        from agent_latency.simulator import Simulator
 
         with Simulator(FAST.replace(server_timing=True)) as timed:
             c = openai.OpenAI(base_url=timed.base_url + "/v1", api_key="x")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import openai
 import pytest
+from llm_helpers import assert_phases_add_up, one_llm_span
 
 from agent_latency import semconv
-
-from llm_helpers import assert_phases_add_up, one_llm_span
 
 INPUT = "write something " * 100
 

@@ -1,47 +1,21 @@
-"""Read spans back from the local default's JSONL file (OTLP/JSON, one request per line)."""
+"""Spans read back from the local default's JSONL file, as plain dicts for assertions."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-
-def _value(v: dict[str, Any]) -> Any:
-    if "stringValue" in v:
-        return v["stringValue"]
-    if "boolValue" in v:
-        return v["boolValue"]
-    if "intValue" in v:
-        return int(v["intValue"])
-    if "doubleValue" in v:
-        return float(v["doubleValue"])
-    if "arrayValue" in v:
-        return [_value(x) for x in v["arrayValue"].get("values", [])]
-    return None
+from agent_latency.report import read_spans as read_stored_spans
 
 
 def read_spans(path: Path) -> list[dict[str, Any]]:
     """Every span in the file as ``{name, trace_id, span_id, parent, start, end, status,
-    attributes}`` (times in ns)."""
-    spans = []
+    attributes}`` (times in ns, status ``UNSET``/``OK``/``ERROR``); none if no file yet."""
     if not path.exists():
-        return spans
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        for rs in json.loads(line).get("resourceSpans", []):
-            for ss in rs.get("scopeSpans", []):
-                for s in ss.get("spans", []):
-                    spans.append({
-                        "name": s["name"],
-                        "trace_id": s["traceId"],
-                        "span_id": s["spanId"],
-                        "parent": s.get("parentSpanId") or None,
-                        "start": int(s["startTimeUnixNano"]),
-                        "end": int(s["endTimeUnixNano"]),
-                        "status": s.get("status", {}).get("code", "STATUS_CODE_UNSET"),
-                        "attributes": {a["key"]: _value(a["value"])
-                                       for a in s.get("attributes", [])},
-                    })
-    return spans
+        return []
+    return [
+        {"name": s.name, "trace_id": s.trace_id, "span_id": s.span_id,
+         "parent": s.parent_id or None, "start": s.start_ns, "end": s.end_ns,
+         "status": s.status, "attributes": s.attributes}
+        for s in read_stored_spans(path).spans
+    ]

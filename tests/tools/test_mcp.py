@@ -170,7 +170,6 @@ def test_uninstrument_leaves_mcp_as_it_was(otel):
     i.uninstrument()
     assert ClientSession.call_tool is original
     import mcp.client.stdio as stdio
-
     import wrapt
 
     assert not isinstance(stdio.stdio_client, wrapt.ObjectProxy)

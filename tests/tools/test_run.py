@@ -89,7 +89,7 @@ def test_uncaught_exception_passes_exit_code_and_marks_task(tmp_path):
     assert proc.returncode == 1
     assert "RuntimeError: boom" in proc.stderr
     task = next(s for s in spans if s["name"] == "invoke_agent prog")
-    assert task["status"] == "STATUS_CODE_ERROR"
+    assert task["status"] == "ERROR"
     assert task["attributes"][semconv.ERROR_TYPE] == "RuntimeError"
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._interval import COMPONENTS, OTHER, Interval, component_of
 

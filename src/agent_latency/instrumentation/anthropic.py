@@ -7,14 +7,10 @@ exists; it carries none of our attributes, so the budget counts the call once (o
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-
 from .. import semconv
-from . import _network
-from ._llm import Endpoint, LLMCall, int_or_none, patch, unpatch
+from ._llm import Endpoint, LLMCall, LLMInstrumentor, int_or_none
 from ._llm._invoke import manager_wrapper, method_wrapper
 from .openai import tgi_headers
 
@@ -112,16 +108,10 @@ def _targets() -> list[tuple[str, str, Any]]:
     return targets
 
 
-class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class AnthropicInstrumentor(LLMInstrumentor):
     """Spans ``chat {model}`` for Claude messages with first-token time and phases."""
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
-    def _instrument(self, **kwargs: Any) -> None:
-        _network.acquire()
-        self._done = patch(_targets())
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        unpatch(getattr(self, "_done", []))
-        _network.release()
+    def targets(self) -> list[Any]:
+        return _targets()

@@ -8,14 +8,10 @@ metrics are the shared core's (``_llm``).
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-
 from .. import semconv
-from . import _network
-from ._llm import Endpoint, Info, LLMCall, int_or_none, patch, unpatch
+from ._llm import Endpoint, Info, LLMCall, LLMInstrumentor, int_or_none
 from ._llm._invoke import method_wrapper
 
 _instruments = ("openai >= 1.0, < 4",)
@@ -247,16 +243,10 @@ def _targets() -> list[tuple[str, str, Any]]:
     ]
 
 
-class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class OpenAIInstrumentor(LLMInstrumentor):
     """Spans ``chat {model}`` / ``embeddings {model}`` with first-token time and phases."""
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    _instruments = _instruments
 
-    def _instrument(self, **kwargs: Any) -> None:
-        _network.acquire()
-        self._done = patch(_targets())
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        unpatch(getattr(self, "_done", []))
-        _network.release()
+    def targets(self) -> list[Any]:
+        return _targets()

@@ -48,8 +48,8 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from wrapt import wrap_function_wrapper
 
 from .. import semconv
-from .._log import internal_error
 from .._env import env_flag
+from .._log import internal_error
 from .._scope import tracer
 
 _SPAN = "_agent_latency_span"

@@ -8,11 +8,14 @@ table of ``(module, "Class.method", wrapper)`` with matched wrap and unwrap.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Collection
 from typing import Any
 
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from wrapt import wrap_function_wrapper
 
 from ..._log import logger
+from .. import _network
 from ._call import Endpoint, Info, LLMCall
 
 Target = tuple[str, str, Any]
@@ -49,4 +52,30 @@ def int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-__all__ = ["Endpoint", "Info", "LLMCall", "Target", "int_or_none", "patch", "unpatch"]
+class LLMInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """What every LLM provider's instrumentor does: the network patch (reference counted,
+    shared with the httpx instrumentor) and the provider's method patches.
+
+    A provider module subclasses it with ``_instruments`` and ``targets()``; nothing else.
+    """
+
+    _instruments: tuple[str, ...] = ()
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return self._instruments
+
+    def targets(self) -> list[Any]:
+        """``(module, "Class.method", wrapper)`` triples to patch."""
+        raise NotImplementedError
+
+    def _instrument(self, **kwargs: Any) -> None:
+        _network.acquire()
+        self._done = patch(self.targets())
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        unpatch(getattr(self, "_done", []))
+        _network.release()
+
+
+__all__ = ["Endpoint", "Info", "LLMCall", "LLMInstrumentor", "Target", "int_or_none", "patch",
+           "unpatch"]

@@ -14,11 +14,11 @@ from opentelemetry import context as otel_context
 from wrapt import ObjectProxy
 
 from ... import semconv
+from ..._env import capture_content, env_flag
 from ..._log import internal_error
 from .._network import CURRENT
 from .._stream import RawResponse, is_async_stream, is_sync_stream, wrap_stream
 from ._call import Endpoint, LLMCall
-from ..._env import capture_content, env_flag
 
 _RAW_HEADER = "X-Stainless-Raw-Response"
 

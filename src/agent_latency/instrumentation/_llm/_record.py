@@ -9,13 +9,14 @@ from opentelemetry import metrics
 from opentelemetry.trace import Status, StatusCode
 
 from ... import semconv
+from ..._env import env_flag
 from ..._log import internal_error
+from ..._scope import tracer
 from ...budget import CallMarks, CallPhases, call_phases, split_server_time
 from .. import _rates
 from .._network import RTT_NONE
-from ..._env import env_flag
-from ..._scope import tracer
 from ._call import LLMCall
+
 
 # -- phases ---------------------------------------------------------------------------
 def compute_phases(call: LLMCall, t_end: float) -> tuple[CallPhases, float, str, bool]:
