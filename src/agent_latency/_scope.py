@@ -27,6 +27,12 @@ _open_tasks: dict[int, tuple[str, Span]] = {}
 _tracer_cache: list[Any] = [None, None]
 
 
+def mark_error(span: Span, exc: BaseException) -> None:
+    """Status ERROR and ``error.type`` for an exception that ended the span's work."""
+    span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+    span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+
+
 def tracer() -> trace.Tracer:
     """Our tracer from the global provider, cached until the global provider changes.
 
@@ -91,8 +97,7 @@ class _Scope:
         self._span = self._token = None
         try:
             if exc is not None:
-                span.set_status(Status(StatusCode.ERROR, str(exc) or exc_type.__name__))
-                span.set_attribute(semconv.ERROR_TYPE, exc_type.__qualname__)
+                mark_error(span, exc)
                 span.record_exception(exc)
             end_ns = time.time_ns()
             self._before_end(span, end_ns)

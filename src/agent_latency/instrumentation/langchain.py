@@ -18,11 +18,11 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind
 
 from .. import semconv
 from .._log import internal_error
-from .._scope import tracer
+from .._scope import mark_error, tracer
 from ._imports import when_imported
 
 
@@ -43,8 +43,7 @@ def _start(instance: Any, kwargs: dict[str, Any]) -> Span:
 
 
 def _fail(span: Span, exc: BaseException) -> None:
-    span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-    span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+    mark_error(span, exc)
     span.end()
 
 

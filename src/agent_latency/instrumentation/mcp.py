@@ -36,7 +36,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import semconv
 from .._log import internal_error
-from .._scope import tracer
+from .._scope import mark_error, tracer
 from ._imports import when_imported
 
 # stream object -> (transport, get_session_id or None), filled by the transport wrappers.
@@ -259,8 +259,7 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         except BaseException as exc:
             _detach(token)
             span.set_attribute(semconv.COMPONENT, semconv.TOOL_EXECUTION)
-            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+            mark_error(span, exc)
             span.end()
             raise
         _detach(token)

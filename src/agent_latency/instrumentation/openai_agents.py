@@ -30,7 +30,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import _hooks, _scope, semconv
 from .._log import internal_error
-from .._scope import tracer
+from .._scope import mark_error, tracer
 from ._imports import when_imported
 
 # True while an Agents SDK run's task is open in this context.
@@ -60,8 +60,7 @@ def close_task(span: Span, exc: BaseException | None = None) -> None:
         if _scope._open_tasks.pop(id(span), None) is None:
             return  # already ended (e.g. at exit)
         if exc is not None:
-            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+            mark_error(span, exc)
             span.record_exception(exc)
         end_ns = time.time_ns()
         for finisher in list(_hooks.finishers):
@@ -254,8 +253,7 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
-            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+            mark_error(span, exc)
             span.end()
             raise
         finally:

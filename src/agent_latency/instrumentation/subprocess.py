@@ -50,7 +50,7 @@ from wrapt import wrap_function_wrapper
 from .. import semconv
 from .._env import env_flag
 from .._log import internal_error
-from .._scope import tracer
+from .._scope import mark_error, tracer
 
 _SPAN = "_agent_latency_span"
 _TIMED_OUT = "_agent_latency_timed_out"
@@ -395,8 +395,7 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
             try:
-                span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-                span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+                mark_error(span, exc)
                 span.end()
             except Exception:  # noqa: BLE001
                 internal_error("subprocess._execute_child.error")
@@ -452,8 +451,7 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         try:
             status = wrapped(command)
         except BaseException as exc:
-            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+            mark_error(span, exc)
             span.end()
             raise
         try:
