@@ -31,6 +31,9 @@ _MAX_INTERVALS_PER_TASK = 100_000
 # swept out.
 _MAX_OPEN_SPANS = 1_000_000
 
+# One point per component per task.  The task name is deliberately not an attribute: task
+# names are free text and would make the metric's cardinality unbounded.
+_METRIC_ATTRIBUTES = tuple((c, {semconv.COMPONENT: c}) for c in COMPONENTS)
 _TASK_NAME = semconv.TASK_NAME
 _COMPONENT = semconv.COMPONENT
 _TOOL_EXECUTION = semconv.TOOL_EXECUTION
@@ -80,11 +83,10 @@ def _attributes_of(span: Any) -> Mapping[str, Any]:
     and ``BoundedAttributes`` lookups run Python code; the processor runs for every span, so
     it reads the underlying dict when the SDK has one and falls back to the public API.
     """
-    attrs = getattr(span, "_attributes", None)
-    inner = getattr(attrs, "_dict", None)
-    if inner is not None:
-        return inner  # type: ignore[no-any-return]
-    return span.attributes or {}
+    try:
+        return span._attributes._dict  # type: ignore[no-any-return]
+    except AttributeError:
+        return span.attributes or {}
 
 
 def _merge_per_component(intervals: list[Interval]) -> list[Interval]:
@@ -256,10 +258,9 @@ class BudgetSpanProcessor(SpanProcessor):
         if parent is not None and parent.span_id in self._tasks:
             parent.absorb(task)
         task.intervals = []
-        attrs = {semconv.TASK_NAME: task.name}
-        for component in COMPONENTS:
-            self._task_duration.record(
-                budget.shares[component], {**attrs, semconv.COMPONENT: component})
+        record = self._task_duration.record
+        for component, attributes in _METRIC_ATTRIBUTES:
+            record(budget.shares[component], attributes)
 
     def _sweep(self) -> None:
         """Forget open spans whose task is gone (spans that never ended, or evicted tasks)."""

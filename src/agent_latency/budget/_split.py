@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._interval import COMPONENTS, OTHER, Interval, component_of
+from ._interval import COMPONENTS, OTHER, PHASE_COMPONENT, Interval, component_of
 
 _NS = 1e-9
 
@@ -49,6 +49,18 @@ class Budget:
         )
 
 
+_INDEX = {c: i for i, c in enumerate(COMPONENTS)}
+_OTHER = _INDEX[OTHER]
+_BITS = tuple(1 << i for i in range(len(COMPONENTS)))
+_PHASE_BITS = {
+    **{phase: 1 << _INDEX[component] for phase, component in PHASE_COMPONENT.items()},
+    **{component: 1 << i for i, component in enumerate(COMPONENTS)},
+}
+# The component indexes in each bit mask of active components.
+_MEMBERS = [tuple(i for i in range(len(COMPONENTS)) if m >> i & 1)
+            for m in range(1 << len(COMPONENTS))]
+
+
 def split(
     intervals: Iterable[Interval | tuple[Any, ...]], start_ns: int, end_ns: int,
     counts: Mapping[str, int] | None = None,
@@ -60,49 +72,53 @@ def split(
     """
     end_ns = max(end_ns, start_ns)
     wall_ns = end_ns - start_ns
-    index = {c: i for i, c in enumerate(COMPONENTS)}
-    busy_ns = [0] * len(COMPONENTS)
-    # Sweep events: (time, component index, +1/-1).  Shares are accumulated per component
-    # as integer nanoseconds times 1/k, kept exact by summing per active-count bucket.
-    events: list[tuple[int, int, int]] = []
+    n = len(COMPONENTS)
+    bits = _PHASE_BITS
+    busy_ns = dict.fromkeys(_BITS, 0)
+    # Sweep events (time, +bit when a component's interval opens, -bit when it closes).
+    # Time with the same set of active components is summed per set (a bit mask), and only
+    # at the end divided among the set's members: the loop does one addition per event.
+    events: list[tuple[int, int]] = []
+    append = events.append
     for iv in intervals:
         # Index access: the processor hands plain (start, end, phase, …) tuples too.
-        s = max(iv[0], start_ns)
-        e = min(iv[1], end_ns)
+        s = iv[0] if iv[0] > start_ns else start_ns
+        e = iv[1] if iv[1] < end_ns else end_ns
         if e <= s:
             continue
-        c = index[component_of(iv[2])]
-        busy_ns[c] += e - s
-        events.append((s, c, 1))
-        events.append((e, c, -1))
+        bit = bits.get(iv[2]) or 1 << _INDEX[component_of(iv[2])]
+        busy_ns[bit] += e - s
+        append((s, bit))
+        append((e, -bit))
     events.sort()
-    # shared[c][k] = nanoseconds during which c was active with k components active.
-    n = len(COMPONENTS)
-    shared = [[0] * (n + 1) for _ in range(n)]
-    active = [0] * n
-    n_active = 0
-    idle = 0
+    by_mask: dict[int, int] = {}
+    active = dict.fromkeys(_BITS, 0)
+    mask = 0
     cursor = start_ns
-    for t, c, delta in events:
+    for t, bit in events:
         if t > cursor:
-            seg = t - cursor
-            if n_active == 0:
-                idle += seg
-            else:
-                for i in range(n):
-                    if active[i]:
-                        shared[i][n_active] += seg
+            by_mask[mask] = by_mask.get(mask, 0) + (t - cursor)
             cursor = t
-        before = active[c]
-        active[c] += delta
-        if before == 0 and active[c] > 0:
-            n_active += 1
-        elif before > 0 and active[c] == 0:
-            n_active -= 1
+        if bit > 0:
+            if not active[bit]:
+                mask |= bit
+            active[bit] += 1
+        else:
+            bit = -bit
+            active[bit] -= 1
+            if not active[bit]:
+                mask &= ~bit
     if end_ns > cursor:
-        idle += end_ns - cursor
-    shares_ns = [sum(ns / k for k, ns in enumerate(row) if k) for row in shared]
-    shares_ns[index[OTHER]] += idle
+        by_mask[mask] = by_mask.get(mask, 0) + (end_ns - cursor)
+    shares_ns = [0.0] * n
+    for m, ns in by_mask.items():
+        members = _MEMBERS[m]
+        if not members:
+            shares_ns[_OTHER] += ns
+            continue
+        part = ns / len(members)
+        for i in members:
+            shares_ns[i] += part
     # Floating division leaves at most a few ulps; put the residue on the largest share so
     # the five add up to the wall time to the last bit that a double can hold.
     residue = wall_ns - sum(shares_ns)
@@ -111,6 +127,6 @@ def split(
     return Budget(
         wall=wall_ns * _NS,
         shares={c: shares_ns[i] * _NS for i, c in enumerate(COMPONENTS)},
-        busy={c: busy_ns[i] * _NS for i, c in enumerate(COMPONENTS)},
+        busy={c: busy_ns[1 << i] * _NS for i, c in enumerate(COMPONENTS)},
         counts=dict(counts or {}),
     )
