@@ -189,27 +189,16 @@ class _ProcessTask:
 
     def open(self, name: str, start_ns: int, child: bool) -> None:
         from opentelemetry import context as otel_context
-        from opentelemetry import trace
 
         from . import _scope
         from .instrumentation.subprocess import parent_context_from_env
 
         parent = parent_context_from_env()
         start_ns = min(start_ns, time.time_ns())
-        attributes: dict[str, Any] = {
-            semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_INVOKE_AGENT,
-            semconv.GEN_AI_AGENT_NAME: name,
-            semconv.TASK_NAME: name,
-            semconv.RUN_TASK: True,
-            semconv.TOOL_PID: os.getpid(),
-        }
-        span = _scope.tracer().start_span(f"{semconv.OPERATION_INVOKE_AGENT} {name}",
-                                          context=parent, attributes=attributes,
-                                          start_time=start_ns)
+        span, ctx = _scope.start_task(
+            name, attributes={semconv.RUN_TASK: True, semconv.TOOL_PID: os.getpid()},
+            context=parent, start_time=start_ns)
         self.span, self.name = span, name
-        _scope._open_tasks[id(span)] = (name, span)
-        ctx = otel_context.set_value(_scope._TASK_KEY, name,
-                                     trace.set_span_in_context(span, parent))
         otel_context.attach(ctx)  # the main thread's context for the program's whole life
 
     def end(self) -> None:
@@ -218,7 +207,7 @@ class _ProcessTask:
         self.ended = True
         from opentelemetry.trace import Status, StatusCode
 
-        from . import _hooks, _scope
+        from . import _scope
         from ._log import internal_error
 
         try:
@@ -229,16 +218,12 @@ class _ProcessTask:
             internal_error("run.finish_unwaited")
         span = self.span
         try:
-            _scope._open_tasks.pop(id(span), None)
             if self.error is not None:
                 span.set_attribute(semconv.ERROR_TYPE, self.error[0])
                 span.set_status(Status(StatusCode.ERROR, self.error[1]))
-            end_ns = time.time_ns()
-            for finisher in list(_hooks.finishers):
-                finisher(span, end_ns)
-            span.end(end_time=end_ns)
         except Exception:  # noqa: BLE001
             internal_error("run.end")
+        _scope.end_task(span)
 
 
 _process_task = _ProcessTask()

@@ -159,12 +159,7 @@ class task(_Scope):  # noqa: N801 - reads as a function at the call site, like c
     def __init__(self, name: str, *, attributes: dict[str, Any] | None = None) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"task name must be a non-empty string, got {name!r}")
-        attrs = {
-            semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_INVOKE_AGENT,
-            semconv.GEN_AI_AGENT_NAME: name,
-            semconv.TASK_NAME: name,
-        }
-        super().__init__(name, {**(attributes or {}), **attrs}, SpanKind.INTERNAL)
+        super().__init__(name, task_attributes(name, attributes), SpanKind.INTERNAL)
 
     def _context(self, span: Span) -> otel_context.Context:
         _open_tasks[id(span)] = (self._name, span)
@@ -175,8 +170,55 @@ class task(_Scope):  # noqa: N801 - reads as a function at the call site, like c
 
     def _before_end(self, span: Span, end_ns: int) -> None:
         _open_tasks.pop(id(span), None)
-        for finisher in list(_hooks.finishers):
-            finisher(span, end_ns)
+        _finish_budget(span, end_ns)
+
+
+def task_attributes(name: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The attributes that make a span a task (``invoke_agent``, ``agent_latency.task.name``)."""
+    return {
+        **(extra or {}),
+        semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_INVOKE_AGENT,
+        semconv.GEN_AI_AGENT_NAME: name,
+        semconv.TASK_NAME: name,
+    }
+
+
+def start_task(
+    name: str, *, attributes: dict[str, Any] | None = None,
+    context: otel_context.Context | None = None, start_time: int | None = None,
+) -> tuple[Span, otel_context.Context]:
+    """Start a task span outside a ``with`` block (an agent run that ends elsewhere, the
+    whole process); returns it and the context to attach.  End it with :func:`end_task`."""
+    span = tracer().start_span(f"{semconv.OPERATION_INVOKE_AGENT} {name}",
+                               kind=SpanKind.INTERNAL, context=context,
+                               attributes=task_attributes(name, attributes),
+                               start_time=start_time)
+    _open_tasks[id(span)] = (name, span)
+    ctx = otel_context.set_value(_TASK_KEY, name, trace.set_span_in_context(span, context))
+    return span, ctx
+
+
+def end_task(span: Span, exc: BaseException | None = None) -> bool:
+    """Status, budget and end for a task from :func:`start_task`; False when it had already
+    ended (at exit, say).  Never raises."""
+    try:
+        if _open_tasks.pop(id(span), None) is None:
+            return False
+        if exc is not None:
+            mark_error(span, exc)
+            span.record_exception(exc)
+        end_ns = time.time_ns()
+        _finish_budget(span, end_ns)
+        span.end(end_time=end_ns)
+        return True
+    except Exception:  # noqa: BLE001
+        internal_error("end_task")
+        return False
+
+
+def _finish_budget(span: Span, end_ns: int) -> None:
+    for finisher in list(_hooks.finishers):
+        finisher(span, end_ns)
 
 
 class tool(_Scope):  # noqa: N801
@@ -222,16 +264,8 @@ def in_task() -> bool:
 def end_open_tasks() -> int:
     """End every task still open (at exit), with its budget; returns how many."""
     ended = 0
-    for key, (name, span) in list(_open_tasks.items()):
-        _open_tasks.pop(key, None)
-        try:
-            warn_once(f"open-at-exit-{name}", "agent-latency: task %r was still open at exit; "
-                      "ended it there so its budget and spans are kept", name)
-            end_ns = time.time_ns()
-            for finisher in list(_hooks.finishers):
-                finisher(span, end_ns)
-            span.end(end_time=end_ns)
-            ended += 1
-        except Exception:  # noqa: BLE001
-            internal_error("end_open_tasks")
+    for name, span in list(_open_tasks.values()):
+        warn_once(f"open-at-exit-{name}", "agent-latency: task %r was still open at exit; "
+                  "ended it there so its budget and spans are kept", name)
+        ended += end_task(span)
     return ended

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextvars
 import sys
-import time
 from collections.abc import Collection
 from typing import Any
 
@@ -26,11 +25,11 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .. import _hooks, _scope, semconv
+from .. import semconv
 from .._log import internal_error
-from .._scope import mark_error, tracer
+from .._scope import end_task, mark_error, start_task, tracer
 from ._imports import when_imported
 
 # True while an Agents SDK run's task is open in this context.
@@ -39,37 +38,6 @@ _in_run: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 
 # -- tasks opened and ended by hand (a streamed run ends in another task) -------------------
-def open_task(name: str, extra: dict[str, Any] | None = None) -> tuple[Span, Any]:
-    """Start a task span (like ``agent_latency.task``) and the context that holds it."""
-    attributes = {
-        **(extra or {}),
-        semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_INVOKE_AGENT,
-        semconv.GEN_AI_AGENT_NAME: name,
-        semconv.TASK_NAME: name,
-    }
-    span = tracer().start_span(f"{semconv.OPERATION_INVOKE_AGENT} {name}",
-                               kind=SpanKind.INTERNAL, attributes=attributes)
-    _scope._open_tasks[id(span)] = (name, span)
-    ctx = otel_context.set_value(_scope._TASK_KEY, name, trace.set_span_in_context(span))
-    return span, ctx
-
-
-def close_task(span: Span, exc: BaseException | None = None) -> None:
-    """End a task span from :func:`open_task`: status, budget, end (never raises)."""
-    try:
-        if _scope._open_tasks.pop(id(span), None) is None:
-            return  # already ended (e.g. at exit)
-        if exc is not None:
-            mark_error(span, exc)
-            span.record_exception(exc)
-        end_ns = time.time_ns()
-        for finisher in list(_hooks.finishers):
-            finisher(span, end_ns)
-        span.end(end_time=end_ns)
-    except Exception:  # noqa: BLE001
-        internal_error("openai_agents.close_task")
-
-
 def _agent_name(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     agent = args[0] if args else kwargs.get("starting_agent")
     name = getattr(agent, "name", None)
@@ -158,49 +126,49 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                    kwargs: dict[str, Any]) -> Any:
         if _in_run.get() or not is_instrumentation_enabled():
             return await wrapped(*args, **kwargs)
-        span, ctx = open_task(_agent_name(args, kwargs))
+        span, ctx = start_task(_agent_name(args, kwargs))
         token = otel_context.attach(ctx)
         flag = _in_run.set(True)
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
-            close_task(span, exc)
+            end_task(span, exc)
             raise
         finally:
             _in_run.reset(flag)
             _detach(token)
-        close_task(span)
+        end_task(span)
         return result
 
     def _run_sync(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> Any:
         if _in_run.get() or not is_instrumentation_enabled():
             return wrapped(*args, **kwargs)
-        span, ctx = open_task(_agent_name(args, kwargs))
+        span, ctx = start_task(_agent_name(args, kwargs))
         token = otel_context.attach(ctx)
         flag = _in_run.set(True)
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            close_task(span, exc)
+            end_task(span, exc)
             raise
         finally:
             _in_run.reset(flag)
             _detach(token)
-        close_task(span)
+        end_task(span)
         return result
 
     def _run_streamed(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:
         if _in_run.get() or not is_instrumentation_enabled():
             return wrapped(*args, **kwargs)
-        span, ctx = open_task(_agent_name(args, kwargs))
+        span, ctx = start_task(_agent_name(args, kwargs))
         token = otel_context.attach(ctx)
         flag = _in_run.set(True)  # the background run loop copies this context
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            close_task(span, exc)
+            end_task(span, exc)
             raise
         finally:
             _in_run.reset(flag)
@@ -209,18 +177,18 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             loop_task = getattr(result, "run_loop_task", None) or getattr(
                 result, "_run_impl_task", None)
             if loop_task is None:
-                close_task(span)
+                end_task(span)
             else:
                 def done(task: Any) -> None:
                     exc = None
                     if not task.cancelled():
                         exc = task.exception()
-                    close_task(span, exc)
+                    end_task(span, exc)
 
                 loop_task.add_done_callback(done)
         except Exception:  # noqa: BLE001
             internal_error("openai_agents.run_streamed")
-            close_task(span)
+            end_task(span)
         return result
 
     # -- function tools ------------------------------------------------------------------------
