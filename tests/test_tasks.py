@@ -281,3 +281,19 @@ class TestBadInput:
             s.end()
         assert small._tasks == {} and small._owner == {}
         small.shutdown()
+
+
+class TestNestedTools:
+    """A tool run by a tool is tool time but not another tool call."""
+
+    def test_process_under_a_function_tool_is_one_call(self, otel):
+        with agent_latency.task("n"):
+            with agent_latency.tool("run_shell"):
+                with trace.get_tracer("x").start_as_current_span("helper"):
+                    with agent_latency.tool("pytest"):
+                        time.sleep(0.01)
+            with agent_latency.tool("grep"):
+                pass
+        span = otel.span("invoke_agent n")
+        assert span.attributes[semconv.budget_count("tool_calls")] == 2
+        assert otel.processor._in_tool == {}

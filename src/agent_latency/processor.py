@@ -123,6 +123,8 @@ class BudgetSpanProcessor(SpanProcessor):
     ) -> None:
         self._tasks: dict[int, _OpenTask] = {}
         self._owner: dict[int, _OpenTask] = {}
+        # Open spans that are tools or run inside one -> the outermost tool's span id.
+        self._in_tool: dict[int, int] = {}
         self._lock = threading.RLock()
         self._max_open_tasks = max_open_tasks
         self._max_task_age = max_task_age
@@ -154,8 +156,17 @@ class BudgetSpanProcessor(SpanProcessor):
                 return
             if owner is None or owner.closed:
                 return
+            sid = span._context.span_id
             owner_map = self._owner
-            owner_map[span._context.span_id] = owner
+            owner_map[sid] = owner
+            # A tool run by a tool (a shell command under a ``run_shell`` function) is tool
+            # time like any other, but not another tool call, and a what-if scales it inside
+            # the outer tool: remember the outermost tool each span runs in.
+            top = self._in_tool.get(parent.span_id)  # type: ignore[union-attr]
+            if top is not None:
+                self._in_tool[sid] = top
+            elif attrs and attrs.get(_COMPONENT) == _TOOL_EXECUTION:
+                self._in_tool[sid] = sid
             if len(owner_map) > _MAX_OPEN_SPANS:
                 self._sweep()
         except Exception:  # noqa: BLE001 - never break the host program
@@ -172,20 +183,23 @@ class BudgetSpanProcessor(SpanProcessor):
             if task.span_id == sid:
                 self._close(task, span)
                 return
+            top = self._in_tool.pop(sid, sid)
             attrs = _attributes_of(span)
             if not attrs:
                 return
             if (attrs.get(_COMPONENT) == _TOOL_EXECUTION
                     and span._end_time >= span._start_time):
                 # The common case, kept to a tuple append and a counter.
+                # ``call`` is the outermost tool's span id: nested tools share their parent's.
                 task.intervals.append((span._start_time, max(span._end_time, span._start_time),
-                                       "tool", sid, 0, attrs.get(_TOOL_NAME, "")))
-                task.counts["tool_calls"] += 1
+                                       "tool", top, 0, attrs.get(_TOOL_NAME, "")))
+                if top == sid:
+                    task.counts["tool_calls"] += 1
                 if len(task.intervals) > _MAX_INTERVALS_PER_TASK:
                     task.intervals = _merge_per_component(task.intervals)
                 return
             if _COMPONENT in attrs or _LLM_CLIENT in attrs:
-                self._collect(task, span, attrs)
+                self._collect(task, span, attrs, top)
         except Exception:  # noqa: BLE001
             internal_error("BudgetSpanProcessor.on_end")
 
@@ -195,6 +209,7 @@ class BudgetSpanProcessor(SpanProcessor):
         with self._lock:
             self._tasks.clear()
             self._owner.clear()
+            self._in_tool.clear()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
@@ -229,21 +244,22 @@ class BudgetSpanProcessor(SpanProcessor):
         with self._lock:
             return iter([(t.span_id, t.name) for t in self._tasks.values()])
 
-    def _collect(self, task: _OpenTask, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+    def _collect(self, task: _OpenTask, span: ReadableSpan, attrs: Mapping[str, Any],
+                 top: int) -> None:
         start, end = span.start_time or 0, span.end_time or 0
         if end < start:
             warn_once("clock-backwards-span", "agent-latency: span %r ends before it starts "
                       "(the clock went backwards); it counts as 0 s", span.name)
             end = start
         try:
-            intervals, kind = span_intervals(attrs, start, end, span.context.span_id)
+            intervals, kind = span_intervals(attrs, start, end, top)
         except UnknownComponentError as exc:
             warn_once("unknown-component", "agent-latency: %s; the span counts as other", exc)
             intervals, kind = [Interval(start, end, "other")], "other"
         if kind is None:
             return
         task.add(intervals)
-        count_span(task.counts, kind, attrs)
+        count_span(task.counts, kind, attrs, nested_tool=top != span.context.span_id)
 
     def _close(self, task: _OpenTask, span: ReadableSpan) -> None:
         task.closed = True
@@ -268,11 +284,14 @@ class BudgetSpanProcessor(SpanProcessor):
             stale = [sid for sid, task in self._owner.items() if task.closed]
             for sid in stale:
                 self._owner.pop(sid, None)
+            for sid in [sid for sid in self._in_tool if sid not in self._owner]:
+                del self._in_tool[sid]
             if len(self._owner) > _MAX_OPEN_SPANS:
                 warn_once("open-spans", "agent-latency: more than %d spans open inside tasks; "
                           "forgetting them (their tasks' budgets miss them)", _MAX_OPEN_SPANS)
                 self._owner.clear()
                 self._tasks.clear()
+                self._in_tool.clear()
 
     def _evict(self, now: float) -> None:
         """Drop the oldest open tasks past the cap or the age limit (lock held)."""

@@ -109,3 +109,47 @@ def test_no_change_is_exact_at_epoch_nanoseconds(ivs):
     shifted = [iv._replace(start=iv.start + base, end=iv.end + base) for iv in ivs]
     p = project(shifted, base, base + 1_400 * MS, Scenario())
     assert p.projected_wall == p.recorded_wall
+
+
+class TestNestedTools:
+    """Tools run by a tool (same ``call``) are projected inside it."""
+
+    def test_named_speedup_of_a_nested_tool_shortens_the_outer_one(self):
+        ivs = [Interval(0, 100 * MS, "tool", call=7, name="run_shell"),
+               Interval(10 * MS, 90 * MS, "tool", call=7, name="pytest"),
+               Interval(100 * MS, 150 * MS, "prefill")]
+        p = project(ivs, 0, 150 * MS, Scenario(tool_speedup={"pytest": 2.0}))
+        assert p.projected_wall == pytest.approx(0.11)
+
+    def test_global_speedup_scales_the_outer_tool_once(self):
+        ivs = [Interval(0, 100 * MS, "tool", call=7, name="run_shell"),
+               Interval(10 * MS, 90 * MS, "tool", call=7, name="pytest")]
+        assert project(ivs, 0, 100 * MS, Scenario(tool_speedup=2.0)).projected_wall == (
+            pytest.approx(0.05))
+
+    def test_unknown_call_ids_are_never_grouped(self):
+        ivs = [Interval(0, 100 * MS, "tool", name="a"), Interval(0, 100 * MS, "tool", name="b")]
+        p = project(ivs, 0, 100 * MS, Scenario(tool_speedup={"a": 10.0}))
+        assert p.projected_wall == pytest.approx(0.1)
+
+
+nested_st = st.lists(
+    st.tuples(st.integers(0, 1_000 * MS), st.integers(1, 300 * MS),
+              st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), max_size=3),
+              st.sampled_from(["a", "b", "c"])),
+    max_size=10,
+).map(lambda groups: [
+    iv for call, (start, length, children, name) in enumerate(groups, 1)
+    for iv in [Interval(start, start + length, "tool", call=call, name=name)] + [
+        Interval(start + int(length * min(x, y)), start + int(length * max(x, y)), "tool",
+                 call=call, name=("a", "b", "c")[k % 3])
+        for k, (x, y) in enumerate(children)]
+])
+
+
+@settings(max_examples=200, deadline=None)
+@given(nested_st, st.dictionaries(st.sampled_from(["a", "b", "c"]), st.floats(1, 10)))
+def test_nested_tools_keep_the_invariants(ivs, factors):
+    assert project(ivs, 0, 1_400 * MS, Scenario()).projected_wall == pytest.approx(1.4)
+    p = project(ivs, 0, 1_400 * MS, Scenario(tool_speedup=factors or None))
+    assert p.projected_wall <= p.recorded_wall + 1e-9

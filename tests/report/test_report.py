@@ -22,7 +22,9 @@ PROGRAM = textwrap.dedent("""
     agent_latency.instrument()
     with agent_latency.task("outer"):
         with agent_latency.tool("pytest"):
-            time.sleep(0.06)
+            time.sleep(0.03)
+            with agent_latency.tool("python"):  # nested: tool time, not another tool call
+                time.sleep(0.03)
         with agent_latency.task("inner"):
             ctx = context.get_current()
             def work(d):

@@ -50,10 +50,15 @@ def span_intervals(
     return [Interval(start_ns, end_ns, phase, call, 0, name)], phase
 
 
-def count_span(counts: dict[str, int], kind: str, attributes: Mapping[str, Any]) -> None:
-    """Add one finished span to a task's counts."""
+def count_span(counts: dict[str, int], kind: str, attributes: Mapping[str, Any], *,
+               nested_tool: bool = False) -> None:
+    """Add one finished span to a task's counts.
+
+    A tool inside another tool (a process run by a function tool) is not another tool call.
+    """
     if kind == "tool":
-        counts["tool_calls"] += 1
+        if not nested_tool:
+            counts["tool_calls"] += 1
     elif kind == "llm":
         counts["llm_calls"] += 1
         counts["input_tokens"] += int(attributes.get(semconv.GEN_AI_USAGE_INPUT_TOKENS, 0) or 0)

@@ -56,6 +56,13 @@ class Scenario:
             if not value > 0:
                 raise ValueError(f"tool_speedup must be > 0, got {value!r}")
 
+    def tool_factor(self, name: str) -> float | None:
+        """The speed-up of the tool ``name``; ``None`` when the scenario names no factor for
+        it (a nested tool then runs at its enclosing tool's factor)."""
+        if isinstance(self.tool_speedup, dict):
+            return self.tool_speedup.get(name)
+        return self.tool_speedup
+
     def duration(self, iv: Interval) -> float:
         """The projected duration of one interval, in nanoseconds."""
         d: float = iv.duration
@@ -70,10 +77,8 @@ class Scenario:
                 d = iv.tokens / self.prefill_tps * 1e9
             elif self.prefill_speedup is not None:
                 d /= self.prefill_speedup
-        elif phase == "tool" and self.tool_speedup is not None:
-            k = (self.tool_speedup.get(iv.name, 1.0) if isinstance(self.tool_speedup, dict)
-                 else self.tool_speedup)
-            d /= k
+        elif phase == "tool":
+            d /= self.tool_factor(iv.name) or 1.0
         if self.persistent_connection and phase in CONNECTION_SETUP_PHASES:
             d = 0.0
         if self.network_reduction is not None and phase in _NETWORK_PHASES:
@@ -124,6 +129,7 @@ def project(
     )
     for iv in ivs:
         iv.component  # noqa: B018 - raises UnknownComponentError early, with a clear message
+    ivs, durations = _fold_nested_tools(ivs, scenario)
     schedule: list[tuple[Interval, int, int]] = []
     # Finished intervals waiting to become predecessors, keyed by recorded end.  Projected
     # times are floats relative to the task start: epoch nanoseconds exceed a double's
@@ -138,7 +144,8 @@ def project(
             last_new_end = max(last_new_end, new_end)
         gap = max(iv.start - last_end, 0)
         new_start = last_new_end + gap
-        new_end = new_start + scenario.duration(iv)
+        duration = durations.get(id(iv))
+        new_end = new_start + (scenario.duration(iv) if duration is None else duration)
         schedule.append((iv, start_ns + round(new_start), start_ns + round(new_end)))
         heapq.heappush(pending, (iv.end, i, new_end))
     for rec_end, _, new_end in pending:
@@ -150,6 +157,45 @@ def project(
         projected_wall=max(projected_end, 0.0) * 1e-9,
         schedule=schedule,
     )
+
+
+def _fold_nested_tools(
+    ivs: list[Interval], scenario: Scenario,
+) -> tuple[list[Interval], dict[int, float]]:
+    """Tools run by a tool (``call`` = the outermost tool's id) ride inside it.
+
+    The outer tool's projected duration is its own time (outside its nested tools) at its
+    factor, plus each nested tool at the nested tool's own factor (or the outer one's when
+    the scenario names none); the nested intervals then leave the schedule.  So
+    ``tool_speedup={"pytest": 2}`` shortens the ``run_shell`` call that ran pytest.
+    """
+    groups: dict[int, list[Interval]] = {}
+    for iv in ivs:
+        if iv.phase == "tool" and iv.call:  # call 0: not known, never grouped
+            groups.setdefault(iv.call, []).append(iv)
+    durations: dict[int, float] = {}
+    nested: set[int] = set()
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        outer = min(members, key=lambda iv: (iv.start, -iv.end))
+        k_outer = scenario.tool_factor(outer.name) or 1.0
+        saved = 0.0
+        slowest = min(1.0, k_outer)
+        for child in members:
+            if child is outer:
+                continue
+            nested.add(id(child))
+            k_child = scenario.tool_factor(child.name) or k_outer
+            slowest = min(slowest, k_child)
+            saved += child.duration / k_outer - child.duration / k_child
+        # Overlapping nested tools could make the sum exceed the outer tool: never project
+        # it longer than all of it at the slowest factor involved.
+        durations[id(outer)] = min(max(scenario.duration(outer) - saved, 0.0),
+                                   outer.duration / slowest)
+    if not nested:
+        return ivs, durations
+    return [iv for iv in ivs if id(iv) not in nested], durations
 
 
 __all__ = ["Change", "Projection", "Scenario", "UnknownComponentError", "project"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .. import semconv
@@ -40,16 +41,30 @@ def find_tasks(spans: list[StoredSpan]) -> tuple[list[StoredTask], list[str]]:
              if semconv.TASK_NAME in s.attributes}
     problems: list[str] = []
 
-    def nearest_task(span: StoredSpan) -> StoredTask | None:
-        seen = 0
+    def ancestors(span: StoredSpan) -> Iterator[StoredSpan]:
         parent = by_id.get((span.trace_id, span.parent_id))
-        while parent is not None and seen < 10_000:
+        for _ in range(10_000):  # a cycle in a malformed file must not hang the report
+            if parent is None:
+                return
+            yield parent
+            parent = by_id.get((parent.trace_id, parent.parent_id))
+
+    def nearest_task(span: StoredSpan) -> StoredTask | None:
+        for parent in ancestors(span):
             task = tasks.get((parent.trace_id, parent.span_id))
             if task is not None:
                 return task
-            parent = by_id.get((parent.trace_id, parent.parent_id))
-            seen += 1
         return None
+
+    def outermost_tool(span: StoredSpan) -> StoredSpan:
+        """The outermost tool span of the same task enclosing ``span`` (or ``span``)."""
+        top = span
+        for parent in ancestors(span):
+            if (parent.trace_id, parent.span_id) in tasks:
+                break
+            if parent.attributes.get(semconv.COMPONENT) == semconv.TOOL_EXECUTION:
+                top = parent
+        return top
 
     for span in spans:
         key = (span.trace_id, span.span_id)
@@ -59,16 +74,19 @@ def find_tasks(spans: list[StoredSpan]) -> tuple[list[StoredTask], list[str]]:
         owner = nearest_task(span)
         if owner is None:
             continue
+        top = outermost_tool(span)
         try:
+            # As in the processor: a tool's intervals carry its outermost tool's id.
             intervals, kind = span_intervals(span.attributes, span.start_ns,
-                                             max(span.end_ns, span.start_ns), hash(key))
+                                             max(span.end_ns, span.start_ns),
+                                             _number(top.span_id))
         except UnknownComponentError as exc:
             problems.append(f"span {span.name!r}: {exc}; counted as other")
             intervals, kind = [Interval(span.start_ns, span.end_ns, "other")], "other"
         if kind is None:
             continue
         owner.intervals.extend(intervals)
-        count_span(owner.counts, kind, span.attributes)
+        count_span(owner.counts, kind, span.attributes, nested_tool=top is not span)
     ordered = sorted(tasks.values(), key=lambda t: t.span.start_ns)
     # Innermost first, so each task hands its parent everything below it exactly once.
     for task in sorted(ordered, key=_depth, reverse=True):
@@ -80,6 +98,13 @@ def find_tasks(spans: list[StoredSpan]) -> tuple[list[StoredTask], list[str]]:
     for task in ordered:
         task.budget = split(task.intervals, task.span.start_ns, task.span.end_ns, task.counts)
     return ordered, problems
+
+
+def _number(span_id: str) -> int:
+    try:
+        return int(span_id, 16)
+    except ValueError:  # a malformed id still groups consistently
+        return hash(span_id)
 
 
 def _depth(task: StoredTask) -> int:
