@@ -95,7 +95,9 @@ def test_agent_runs_shell_commands_inside_its_task(tmp_path, simulator_url, scri
     # 0.2 s of the first command is a sleep: tool time shows it.
     a = task["attributes"]
     assert a[semconv.budget_share(semconv.TOOL_EXECUTION)] >= 0.2
-    assert a[semconv.budget_count("tool_calls")] >= 6
+    # Each command's process runs inside its run_shell call: one tool call, not two (the
+    # SDK may run one `uname -p` of its own outside any tool).
+    assert len(run_shell) <= a[semconv.budget_count("tool_calls")] <= len(run_shell) + 1
     llm = [s for s in spans if s["name"].startswith("chat ")]
     if llm:  # with the LLM instrumentation present: 4 model turns, inside the task
         assert len(llm) == 4
