@@ -83,3 +83,18 @@ def test_phases_are_non_negative_and_sum_to_duration(marks):
     p = call_phases(marks)
     assert all(v >= 0 for _, v in p.items())
     assert p.total == pytest.approx(max(marks.t_end - marks.t_call, 0), abs=1e-9)
+
+
+class TestPartialRates:
+    """A non-streaming split with only one learned rate."""
+
+    def test_only_output_rate(self):
+        p = call_phases(CallMarks(t_call=0, t_send=0, t_sent=0, t_end=1.0))
+        split_server_time(p, input_tokens=3, output_tokens=60, output_tps=100)
+        assert p.output_generation == pytest.approx(0.6) and p.prefill == pytest.approx(0.4)
+
+    def test_only_prefill_rate_capped_at_the_block(self):
+        p = call_phases(CallMarks(t_call=0, t_send=0, t_sent=0, t_end=1.0))
+        split_server_time(p, input_tokens=5000, output_tokens=10, prefill_tps=1000)
+        assert p.prefill == pytest.approx(1.0) and p.output_generation == 0
+        assert p.total == pytest.approx(1.0)

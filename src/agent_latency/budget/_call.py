@@ -196,4 +196,16 @@ def split_server_time(
             phases.output_generation = generation
             phases.prefill = block - generation
             phases.source = ESTIMATED
+    elif output_tps and output_tokens:
+        # Only the output rate is known (streams without input usage): generation is what
+        # that rate predicts, at most the whole block; the rest is prefill.
+        generation = min(block, output_tokens / output_tps)
+        phases.output_generation = generation
+        phases.prefill = block - generation
+        phases.source = ESTIMATED
+    elif prefill_tps and input_tokens:
+        prefill = min(block, input_tokens / prefill_tps)
+        phases.prefill = prefill
+        phases.output_generation = block - prefill
+        phases.source = ESTIMATED
     return phases

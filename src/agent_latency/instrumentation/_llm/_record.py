@@ -89,9 +89,12 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
     if not measured_stream and endpoint.operation == semconv.OPERATION_CHAT and error is None:
         _split(call, phases)
     elif measured_stream and error is None:
+        # Without a usage chunk (OpenAI streams without ``include_usage``) the output chunks
+        # stand in for output tokens: about one token each, good enough to split a later
+        # non-streaming call's server block, which is marked estimated anyway.
         _rates.observe(endpoint.provider, info.response_model or call.model,
                        input_tokens=info.input_tokens or 0,
-                       output_tokens=info.output_tokens or 0,
+                       output_tokens=info.output_tokens or call.outputs,
                        prefill=phases.prefill, output_generation=phases.output_generation)
     duration = t_end - call.t_call
     end_ns = call.start_ns + round(duration * 1e9)
