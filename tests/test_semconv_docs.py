@@ -46,5 +46,5 @@ class TestSemconvDocs:
         for key, value in _names().items():
             # MCP_METHOD_NAME and friends are the MCP conventions' own names.
             if key.startswith(("LLM_", "BUDGET_", "TOOL_", "METRIC_")) or key in {
-                    "MCP_SEND", "MCP_WAIT", "MCP_SERVER_TIME", "MCP_TRANSPORT"}:
+                    "MCP_SERVER_TIME", "MCP_TRANSPORT"}:
                 assert re.match(r"agent_latency\.", value), (key, value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from ._log import warn_once
+from .semconv import ENV_CAPTURE_MESSAGE_CONTENT
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -45,5 +46,5 @@ def env_number(name: str, default: float) -> float:
 def capture_content() -> bool:
     """Whether ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` puts content on spans
     (legacy ``true``, or ``SPAN_ONLY`` / ``SPAN_AND_EVENT``)."""
-    raw = os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
+    raw = os.environ.get(ENV_CAPTURE_MESSAGE_CONTENT, "")
     return raw.strip().lower() in {"1", "true", "yes", "on", "span_only", "span_and_event"}
