@@ -126,3 +126,47 @@ class TestMessages:
             client.messages.create(model="sim-c", max_tokens=8, messages=MESSAGES)
         task = otel.span("invoke_agent t")
         assert task.attributes[semconv.budget_count("llm_calls")] == 1
+
+
+class TestMoreWays:
+    """Anthropic paths beyond create/stream: parse, streaming responses, content capture."""
+
+    def test_with_streaming_response(self, otel, client):
+        with client.messages.with_streaming_response.create(
+                model="sim-c", max_tokens=8, messages=MESSAGES, stream=True) as response:
+            lines = list(response.iter_lines())
+        assert any("message_stop" in line for line in lines)
+        span = one_llm_span(otel)
+        assert_phases_add_up(span)
+        assert span.attributes[semconv.GEN_AI_PROVIDER_NAME] == "anthropic"
+
+    def test_parse_if_the_sdk_has_it(self, otel, client):
+        parse = getattr(client.messages, "parse", None)
+        if parse is None:
+            pytest.skip("this anthropic release has no messages.parse()")
+        parse(model="sim-c", max_tokens=8, messages=MESSAGES)
+        assert_phases_add_up(one_llm_span(otel))
+
+    @pytest.mark.parametrize("stream", [False, True])
+    def test_content_capture_opt_in(self, otel, client, monkeypatch, stream):
+        import json
+
+        monkeypatch.setenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, "SPAN_ONLY")
+        if stream:
+            with client.messages.stream(model="sim-c", max_tokens=8,
+                                        messages=MESSAGES) as s:
+                text = "".join(s.text_stream)
+        else:
+            text = client.messages.create(model="sim-c", max_tokens=8,
+                                          messages=MESSAGES).content[0].text
+        attrs = one_llm_span(otel).attributes
+        assert json.loads(attrs[semconv.GEN_AI_INPUT_MESSAGES])[0]["role"] == "user"
+        output = json.loads(attrs[semconv.GEN_AI_OUTPUT_MESSAGES])
+        assert output[0]["parts"][0]["content"] == text
+
+    def test_no_content_by_default(self, otel, client, monkeypatch):
+        monkeypatch.delenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, raising=False)
+        client.messages.create(model="sim-c", max_tokens=8, messages=MESSAGES)
+        attrs = one_llm_span(otel).attributes
+        assert semconv.GEN_AI_INPUT_MESSAGES not in attrs
+        assert semconv.GEN_AI_OUTPUT_MESSAGES not in attrs

@@ -114,3 +114,28 @@ class TestEmbeddings:
     async def test_async_create(self, otel, aclient):
         await aclient.embeddings.create(model="sim-e", input="hello")
         assert_phases_add_up(one_llm_span(otel))
+
+
+class TestContentCapture:
+    """Responses content goes on the span only when the user opts in."""
+
+    @pytest.mark.parametrize("stream", [False, True])
+    def test_opt_in(self, otel, client, monkeypatch, stream):
+        import json
+
+        monkeypatch.setenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, "true")
+        if stream:
+            events = client.responses.create(model="sim-r", input=INPUT, stream=True)
+            text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        else:
+            text = client.responses.create(model="sim-r", input=INPUT).output_text
+        attrs = one_llm_span(otel).attributes
+        assert INPUT.strip()[:20] in attrs[semconv.GEN_AI_INPUT_MESSAGES]
+        output = json.loads(attrs[semconv.GEN_AI_OUTPUT_MESSAGES])
+        assert output[0]["parts"][0]["content"] == text
+
+    def test_off_by_default(self, otel, client, monkeypatch):
+        monkeypatch.delenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, raising=False)
+        client.responses.create(model="sim-r", input=INPUT)
+        attrs = one_llm_span(otel).attributes
+        assert semconv.GEN_AI_INPUT_MESSAGES not in attrs
