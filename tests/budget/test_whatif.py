@@ -60,8 +60,8 @@ class TestWhatIfCases:
 
     def test_sequential_chain_saves_the_sped_up_part(self):
         ivs = [Interval(0, 100 * MS, "tool"), Interval(100 * MS, 300 * MS, "prefill"),
-               Interval(300 * MS, 500 * MS, "output_generation", tokens=100)]
-        p = project(ivs, 0, 500 * MS, Scenario(output_tps=1000))
+               Interval(300 * MS, 500 * MS, "output_generation", tokens=101)]
+        p = project(ivs, 0, 500 * MS, Scenario(output_tps=1000))  # 100 gaps after token 1
         assert p.projected_wall == pytest.approx(0.4)
         assert p.saved == pytest.approx(0.1)
 
@@ -90,7 +90,7 @@ class TestWhatIfCases:
         assert p.projected_wall == pytest.approx(0.04)
 
     def test_slower_model_makes_the_task_longer(self):
-        ivs = [Interval(0, 100 * MS, "output_generation", tokens=100)]
+        ivs = [Interval(0, 100 * MS, "output_generation", tokens=101)]
         assert project(ivs, 0, 100 * MS, Scenario(output_tps=500)).projected_wall == (
             pytest.approx(0.2))
 

@@ -69,7 +69,8 @@ class Scenario:
         phase = iv.phase
         if phase == "output_generation":
             if self.output_tps is not None and iv.tokens > 0:
-                d = iv.tokens / self.output_tps * 1e9
+                # The first token ends prefill; generation is the gaps after it.
+                d = (iv.tokens - 1) / self.output_tps * 1e9
             elif self.output_speedup is not None:
                 d /= self.output_speedup
         elif phase == "prefill":
