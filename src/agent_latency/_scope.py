@@ -173,6 +173,37 @@ class task(_Scope):  # noqa: N801 - reads as a function at the call site, like c
         _finish_budget(span, end_ns)
 
 
+def tool_attributes(
+    name: str, *, tool_type: str = semconv.TOOL_TYPE_FUNCTION, call_id: object = None,
+    source: str | None = None, counted: bool = True, extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The attributes of an ``execute_tool`` span: the GenAI conventions' and ours.
+
+    ``counted=False`` leaves out ``agent_latency.component`` for a span that decides at its
+    end how it counts (MCP splits transport from server time when the server says).
+    """
+    attrs: dict[str, Any] = {
+        **(extra or {}),
+        semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_EXECUTE_TOOL,
+        semconv.GEN_AI_TOOL_NAME: name,
+        semconv.GEN_AI_TOOL_TYPE: tool_type,
+    }
+    if counted:
+        attrs[semconv.COMPONENT] = semconv.TOOL_EXECUTION
+    if source is not None:
+        attrs[semconv.TOOL_SOURCE] = source
+    if call_id:
+        attrs[semconv.GEN_AI_TOOL_CALL_ID] = str(call_id)
+    return attrs
+
+
+def start_tool(name: str, attributes: dict[str, Any], *, kind: SpanKind = SpanKind.INTERNAL,
+               start_time: int | None = None) -> Span:
+    """Start an ``execute_tool {name}`` span with :func:`tool_attributes`."""
+    return tracer().start_span(f"{semconv.OPERATION_EXECUTE_TOOL} {name}", kind=kind,
+                               attributes=attributes, start_time=start_time)
+
+
 def task_attributes(name: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The attributes that make a span a task (``invoke_agent``, ``agent_latency.task.name``)."""
     return {
@@ -234,15 +265,8 @@ class tool(_Scope):  # noqa: N801
                  attributes: dict[str, Any] | None = None) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"tool name must be a non-empty string, got {name!r}")
-        attrs: dict[str, Any] = {
-            semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_EXECUTE_TOOL,
-            semconv.GEN_AI_TOOL_NAME: name,
-            semconv.GEN_AI_TOOL_TYPE: tool_type,
-            semconv.COMPONENT: semconv.TOOL_EXECUTION,
-        }
-        if call_id is not None:
-            attrs[semconv.GEN_AI_TOOL_CALL_ID] = call_id
-        super().__init__(name, {**(attributes or {}), **attrs}, SpanKind.INTERNAL)
+        super().__init__(name, tool_attributes(name, tool_type=tool_type, call_id=call_id,
+                                               extra=attributes), SpanKind.INTERNAL)
 
     def _span_name(self) -> str:
         return f"{semconv.OPERATION_EXECUTE_TOOL} {self._name}"

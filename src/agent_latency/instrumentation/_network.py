@@ -17,7 +17,6 @@ import contextvars
 import socket
 import struct
 import sys
-import threading
 from time import perf_counter
 from typing import Any
 
@@ -25,6 +24,7 @@ from opentelemetry import propagate
 
 from .. import semconv
 from .._log import internal_error
+from ._shared import SharedPatch
 
 #: The LLM call whose HTTP attempts are being sent right now (set only inside SDK methods).
 CURRENT: contextvars.ContextVar[Any] = contextvars.ContextVar("agent_latency_llm_call",
@@ -242,6 +242,10 @@ def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if attempt is not None:
             attempt.failed(exc)
         raise
+    return _got_response(attempt, response)
+
+
+def _got_response(attempt: Attempt | None, response: Any) -> Any:
     if attempt is not None:
         try:
             attempt.got_response(response)
@@ -262,63 +266,48 @@ async def async_send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any
         if attempt is not None:
             attempt.failed(exc)
         raise
-    if attempt is not None:
-        try:
-            attempt.got_response(response)
-        except Exception:  # noqa: BLE001
-            internal_error("network.got_response")
-    return response
+    return _got_response(attempt, response)
 
 
 # -- the send patch, shared by the httpx, openai and anthropic instrumentors ----------------
 _TARGETS = (("httpx", "Client", False), ("httpx", "AsyncClient", True),
             ("httpx2", "Client", False), ("httpx2", "AsyncClient", True))
-_lock = threading.Lock()
-_users = 0
 _patched: list[tuple[Any, str]] = []
 
 
-def acquire() -> None:
-    """Patch ``send`` of every installed httpx flavour (reference counted)."""
-    global _users
+def _apply() -> None:
     import importlib
 
     from wrapt import wrap_function_wrapper
 
-    with _lock:
-        _users += 1
-        if _users > 1:
-            return
-        for module_name, cls_name, is_async in _TARGETS:
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError:
-                continue
-            cls = getattr(module, cls_name, None)
-            if cls is None:
-                continue
-            wrap_function_wrapper(cls, "send", async_send_wrapper if is_async else send_wrapper)
-            _patched.append((cls, "send"))
+    for module_name, cls_name, is_async in _TARGETS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        cls = getattr(module, cls_name, None)
+        if cls is None:
+            continue
+        wrap_function_wrapper(cls, "send", async_send_wrapper if is_async else send_wrapper)
+        _patched.append((cls, "send"))
 
 
-def release() -> None:
-    """Undo :func:`acquire` when its last user is gone."""
-    global _users
+def _remove() -> None:
     from opentelemetry.instrumentation.utils import unwrap
 
-    with _lock:
-        if _users == 0:
-            return
-        _users -= 1
-        if _users:
-            return
-        while _patched:
-            cls, name = _patched.pop()
-            unwrap(cls, name)
+    while _patched:
+        cls, name = _patched.pop()
+        unwrap(cls, name)
+
+
+# ``send`` of every installed httpx flavour, reference counted across our instrumentors.
+_send_patch = SharedPatch(_apply, _remove)
+acquire = _send_patch.acquire
+release = _send_patch.release
 
 
 def patched() -> bool:
     """Whether the send patch is in place."""
-    return _users > 0
+    return _send_patch.active
 
 

@@ -26,8 +26,8 @@ from opentelemetry import context as otel_context
 from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
-_lock = threading.Lock()
-_users = 0
+from ._shared import SharedPatch
+
 _CTX = "_agent_latency_context"
 _RUN = "_bootstrap_inner" if hasattr(threading.Thread, "_bootstrap_inner") else "run"
 
@@ -74,27 +74,19 @@ def _thread_run(wrapped: Any, instance: Any, args: tuple[Any, ...],
             pass
 
 
-def acquire() -> None:
-    """Start carrying the context into threads (idempotent per user)."""
-    global _users
-    with _lock:
-        _users += 1
-        if _users > 1:
-            return
-        wrap_function_wrapper(ThreadPoolExecutor, "submit", _submit)
-        wrap_function_wrapper(threading.Thread, "start", _start)
-        wrap_function_wrapper(threading.Thread, _RUN, _thread_run)
+def _apply() -> None:
+    wrap_function_wrapper(ThreadPoolExecutor, "submit", _submit)
+    wrap_function_wrapper(threading.Thread, "start", _start)
+    wrap_function_wrapper(threading.Thread, _RUN, _thread_run)
 
 
-def release() -> None:
-    """Undo one :func:`acquire`; the last one removes the patches."""
-    global _users
-    with _lock:
-        if _users == 0:
-            return
-        _users -= 1
-        if _users:
-            return
-        unwrap(ThreadPoolExecutor, "submit")
-        unwrap(threading.Thread, "start")
-        unwrap(threading.Thread, _RUN)
+def _remove() -> None:
+    unwrap(ThreadPoolExecutor, "submit")
+    unwrap(threading.Thread, "start")
+    unwrap(threading.Thread, _RUN)
+
+
+# Carrying the context into threads, reference counted across our instrumentors.
+_patch = SharedPatch(_apply, _remove)
+acquire = _patch.acquire
+release = _patch.release

@@ -18,28 +18,17 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace import Span
 
-from .. import semconv
 from .._log import internal_error
-from .._scope import mark_error, tracer
+from .._scope import mark_error, start_tool, tool_attributes
 from ._imports import when_imported
 
 
 def _start(instance: Any, kwargs: dict[str, Any]) -> Span:
     name = str(getattr(instance, "name", None) or type(instance).__name__)
-    attributes: dict[str, Any] = {
-        semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_EXECUTE_TOOL,
-        semconv.GEN_AI_TOOL_NAME: name,
-        semconv.GEN_AI_TOOL_TYPE: semconv.TOOL_TYPE_FUNCTION,
-        semconv.COMPONENT: semconv.TOOL_EXECUTION,
-        semconv.TOOL_SOURCE: "langchain",
-    }
-    call_id = kwargs.get("tool_call_id")
-    if call_id:
-        attributes[semconv.GEN_AI_TOOL_CALL_ID] = str(call_id)
-    return tracer().start_span(f"{semconv.OPERATION_EXECUTE_TOOL} {name}",
-                               kind=SpanKind.INTERNAL, attributes=attributes)
+    return start_tool(name, tool_attributes(name, source="langchain",
+                                            call_id=kwargs.get("tool_call_id")))
 
 
 def _fail(span: Span, exc: BaseException) -> None:

@@ -36,7 +36,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import semconv
 from .._log import internal_error
-from .._scope import mark_error, tracer
+from .._scope import mark_error, start_tool, tool_attributes, tracer
 from ._imports import when_imported
 
 # stream object -> (transport, get_session_id or None), filled by the transport wrappers.
@@ -218,13 +218,9 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         try:
             name = args[0] if args else kwargs.get("name")
             name = str(name) if name else "mcp"
-            attributes: dict[str, Any] = {
-                semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_EXECUTE_TOOL,
-                semconv.GEN_AI_TOOL_NAME: name,
-                semconv.GEN_AI_TOOL_TYPE: semconv.TOOL_TYPE_EXTENSION,
-                semconv.MCP_METHOD_NAME: "tools/call",
-                semconv.TOOL_SOURCE: "mcp",
-            }
+            attributes = tool_attributes(
+                name, tool_type=semconv.TOOL_TYPE_EXTENSION, source="mcp", counted=False,
+                extra={semconv.MCP_METHOD_NAME: "tools/call"})
             info = instance.__dict__.get("_agent_latency_transport")
             if info is not None:
                 attributes[semconv.NETWORK_TRANSPORT] = info[0]
@@ -244,9 +240,7 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 attributes[semconv.MCP_PROTOCOL_VERSION] = version
             start = time.perf_counter_ns()
             start_ns = time.time_ns()
-            span = tracer().start_span(f"{semconv.OPERATION_EXECUTE_TOOL} {name}",
-                                       kind=SpanKind.CLIENT, attributes=attributes,
-                                       start_time=start_ns)
+            span = start_tool(name, attributes, kind=SpanKind.CLIENT, start_time=start_ns)
             if self._inject:
                 kwargs = self._with_meta(span, kwargs)
         except Exception:  # noqa: BLE001

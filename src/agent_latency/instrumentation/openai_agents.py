@@ -25,11 +25,11 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import Status, StatusCode
 
 from .. import semconv
 from .._log import internal_error
-from .._scope import end_task, mark_error, start_task, tracer
+from .._scope import end_task, mark_error, start_task, start_tool, tool_attributes
 from ._imports import when_imported
 
 # True while an Agents SDK run's task is open in this context.
@@ -201,18 +201,8 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             tool = kwargs.get("function_tool", args[0] if args else None)
             context = kwargs.get("context", args[1] if len(args) > 1 else None)
             name = str(getattr(tool, "name", None) or "function")
-            attributes: dict[str, Any] = {
-                semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_EXECUTE_TOOL,
-                semconv.GEN_AI_TOOL_NAME: name,
-                semconv.GEN_AI_TOOL_TYPE: semconv.TOOL_TYPE_FUNCTION,
-                semconv.COMPONENT: semconv.TOOL_EXECUTION,
-                semconv.TOOL_SOURCE: "openai_agents",
-            }
-            call_id = getattr(context, "tool_call_id", None)
-            if call_id:
-                attributes[semconv.GEN_AI_TOOL_CALL_ID] = str(call_id)
-            span = tracer().start_span(f"{semconv.OPERATION_EXECUTE_TOOL} {name}",
-                                       kind=SpanKind.INTERNAL, attributes=attributes)
+            span = start_tool(name, tool_attributes(
+                name, source="openai_agents", call_id=getattr(context, "tool_call_id", None)))
         except Exception:  # noqa: BLE001
             internal_error("openai_agents.tool")
             if span is None:

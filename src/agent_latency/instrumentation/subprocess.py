@@ -43,14 +43,14 @@ from opentelemetry import context as otel_context
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
 from opentelemetry.propagators.textmap import DefaultGetter
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from wrapt import wrap_function_wrapper
 
 from .. import semconv
 from .._env import env_flag
 from .._log import internal_error
-from .._scope import mark_error, tracer
+from .._scope import mark_error, start_tool, tool_attributes
 
 _SPAN = "_agent_latency_span"
 _TIMED_OUT = "_agent_latency_timed_out"
@@ -365,20 +365,14 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             name, exe, argv = describe(_get(args, kwargs, pos.args, "args"),
                                        _get(args, kwargs, pos.executable, "executable"),
                                        bool(_get(args, kwargs, pos.shell, "shell")))
-            attributes: dict[str, Any] = {
-                semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_EXECUTE_TOOL,
-                semconv.GEN_AI_TOOL_NAME: name,
-                semconv.GEN_AI_TOOL_TYPE: semconv.TOOL_TYPE_EXTENSION,
-                semconv.COMPONENT: semconv.TOOL_EXECUTION,
-                semconv.TOOL_SOURCE: "subprocess",
-            }
+            attributes = tool_attributes(name, tool_type=semconv.TOOL_TYPE_EXTENSION,
+                                         source="subprocess")
             if exe != name:  # each attribute costs the SDK ~3 µs: no repeats
                 attributes[semconv.TOOL_EXECUTABLE] = exe
             if self._capture:
                 attributes[semconv.TOOL_COMMAND] = (
                     argv if isinstance(argv, str) else _join(argv))
-            span = tracer().start_span(f"{semconv.OPERATION_EXECUTE_TOOL} {name}",
-                                       kind=SpanKind.INTERNAL, attributes=attributes)
+            span = start_tool(name, attributes)
             if self._propagate:
                 extra = context_env(span)
                 if extra:
@@ -424,18 +418,12 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         try:
             text = _str(command)
             name = _first_word(text)
-            attributes: dict[str, Any] = {
-                semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_EXECUTE_TOOL,
-                semconv.GEN_AI_TOOL_NAME: name,
-                semconv.GEN_AI_TOOL_TYPE: semconv.TOOL_TYPE_EXTENSION,
-                semconv.COMPONENT: semconv.TOOL_EXECUTION,
-                semconv.TOOL_SOURCE: "os.system",
-                semconv.TOOL_EXECUTABLE: "/bin/sh",
-            }
+            attributes = tool_attributes(name, tool_type=semconv.TOOL_TYPE_EXTENSION,
+                                         source="os.system",
+                                         extra={semconv.TOOL_EXECUTABLE: "/bin/sh"})
             if self._capture:
                 attributes[semconv.TOOL_COMMAND] = text
-            span = tracer().start_span(f"{semconv.OPERATION_EXECUTE_TOOL} {name}",
-                                       kind=SpanKind.INTERNAL, attributes=attributes)
+            span = start_tool(name, attributes)
             if self._propagate:
                 extra = context_env(span)
                 if extra:
