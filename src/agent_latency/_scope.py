@@ -27,6 +27,15 @@ _open_tasks: dict[int, tuple[str, Span]] = {}
 _tracer_cache: list[Any] = [None, None]
 
 
+def detach(token: object) -> None:
+    """Detach a context token; one from another context (a generator resumed elsewhere)
+    only logs in OpenTelemetry and must never raise into the program."""
+    try:
+        otel_context.detach(token)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def mark_error(span: Span, exc: BaseException) -> None:
     """Status ERROR and ``error.type`` for an exception that ended the span's work."""
     span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
@@ -105,10 +114,7 @@ class _Scope:
         except Exception:  # noqa: BLE001 - the user's exception (if any) propagates unchanged
             internal_error(f"{type(self).__name__}.__exit__")
         finally:
-            try:
-                otel_context.detach(token)  # type: ignore[arg-type]
-            except Exception:  # noqa: BLE001 - detaching in another context logs, never raises
-                pass
+            detach(token)
 
     async def __aenter__(self) -> Span:
         return self.__enter__()

@@ -26,6 +26,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
+from .._scope import detach
 from ._shared import SharedPatch
 
 _CTX = "_agent_latency_context"
@@ -68,10 +69,7 @@ def _thread_run(wrapped: Any, instance: Any, args: tuple[Any, ...],
     try:
         return wrapped(*args, **kwargs)
     finally:
-        try:
-            otel_context.detach(token)
-        except Exception:  # noqa: BLE001
-            pass
+        detach(token)
 
 
 def _apply() -> None:

@@ -21,7 +21,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwr
 from opentelemetry.trace import Span
 
 from .._log import internal_error
-from .._scope import mark_error, start_tool, tool_attributes
+from .._scope import detach, mark_error, start_tool, tool_attributes
 from ._imports import when_imported
 
 
@@ -51,7 +51,7 @@ def _run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, A
         _fail(span, exc)
         raise
     finally:
-        otel_context.detach(token)
+        detach(token)
     span.end()
     return result
 
@@ -72,7 +72,7 @@ async def _arun(wrapped: Any, instance: Any, args: tuple[Any, ...],
         _fail(span, exc)
         raise
     finally:
-        otel_context.detach(token)
+        detach(token)
     span.end()
     return result
 

@@ -36,7 +36,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import semconv
 from .._log import internal_error
-from .._scope import mark_error, start_tool, tool_attributes, tracer
+from .._scope import detach, mark_error, start_tool, tool_attributes, tracer
 from ._imports import when_imported
 
 # stream object -> (transport, get_session_id or None), filled by the transport wrappers.
@@ -82,7 +82,7 @@ class _TransportCM:
             streams = await self._inner.__aenter__()
         finally:
             if token is not None:
-                otel_context.detach(token)
+                detach(token)
         try:
             items = tuple(streams) if isinstance(streams, tuple) else (streams,)
             session_id = items[2] if len(items) > 2 and callable(items[2]) else None
@@ -117,7 +117,7 @@ async def _no_span(wrapped: Any, instance: Any, args: tuple[Any, ...],
     try:
         return await wrapped(*args, **kwargs)
     finally:
-        _detach(token)
+        detach(token)
 
 
 def _session_init(wrapped: Any, instance: Any, args: tuple[Any, ...],
@@ -251,12 +251,12 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
-            _detach(token)
+            detach(token)
             span.set_attribute(semconv.COMPONENT, semconv.TOOL_EXECUTION)
             mark_error(span, exc)
             span.end()
             raise
-        _detach(token)
+        detach(token)
         try:
             self._end(span, result, start_ns, time.perf_counter_ns() - start)
         except Exception:  # noqa: BLE001
@@ -307,8 +307,3 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         span.end(end_time=end_ns)
 
 
-def _detach(token: object) -> None:
-    try:
-        otel_context.detach(token)  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001
-        pass

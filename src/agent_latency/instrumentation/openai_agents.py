@@ -29,7 +29,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from .. import semconv
 from .._log import internal_error
-from .._scope import end_task, mark_error, start_task, start_tool, tool_attributes
+from .._scope import detach, end_task, mark_error, start_task, start_tool, tool_attributes
 from ._imports import when_imported
 
 # True while an Agents SDK run's task is open in this context.
@@ -136,7 +136,7 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             raise
         finally:
             _in_run.reset(flag)
-            _detach(token)
+            detach(token)
         end_task(span)
         return result
 
@@ -154,7 +154,7 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             raise
         finally:
             _in_run.reset(flag)
-            _detach(token)
+            detach(token)
         end_task(span)
         return result
 
@@ -172,7 +172,7 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             raise
         finally:
             _in_run.reset(flag)
-            _detach(token)
+            detach(token)
         try:
             loop_task = getattr(result, "run_loop_task", None) or getattr(
                 result, "_run_impl_task", None)
@@ -215,7 +215,7 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             span.end()
             raise
         finally:
-            _detach(token)
+            detach(token)
         try:
             if getattr(result, "is_sdk_generated_error", False):
                 span.set_attribute(semconv.ERROR_TYPE, "tool_error")
@@ -226,8 +226,3 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return result
 
 
-def _detach(token: object) -> None:
-    try:
-        otel_context.detach(token)  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001
-        pass
