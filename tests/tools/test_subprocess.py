@@ -301,3 +301,94 @@ def test_uninstrument_restores(otel):
     assert not hasattr(os.system, "__wrapped__")
     assert len(tool_spans(otel)) == 0 or all(
         s.attributes.get(semconv.TOOL_PID) == proc.pid for s in tool_spans(otel))
+
+
+_PRINT_CONTEXT = ("import os; e = open('/proc/self/environ', 'rb').read().split(b'\\0'); "
+                  "print(os.environ.get('TRACEPARENT'), "
+                  "sum(x.startswith(b'TRACEPARENT=') for x in e), os.environ.get('FOO'))")
+
+
+def _traceparent(span):
+    sc = span.context
+    return f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{sc.trace_flags:02x}"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/environ"), reason="needs /proc")
+class TestTraceContextInTheChildEnvironment:
+    """Every spawn path hands the child exactly one TRACEPARENT naming its own span."""
+
+    def _run(self, **popen):
+        out = subprocess.run([PY, "-c", _PRINT_CONTEXT], capture_output=True, text=True,
+                             check=True, **popen).stdout.split()
+        return out[0], int(out[1]), out[2]
+
+    def test_fork_exec_path_inherited_and_given_env(self, subprocess_spans, monkeypatch):
+        monkeypatch.setenv("FOO", "inherited")
+        monkeypatch.setenv("TRACEPARENT", "00-" + "1" * 32 + "-" + "2" * 16 + "-01")
+        with agent_latency.task("t"):
+            inherited = self._run()
+            given = self._run(env={**os.environ, "FOO": "given"})
+        first, second = tool_spans(subprocess_spans)
+        assert inherited == (_traceparent(first), 1, "inherited")
+        assert given == (_traceparent(second), 1, "given")
+        assert os.environ["TRACEPARENT"] == "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+
+    @pytest.mark.skipif(not getattr(subprocess, "_USE_POSIX_SPAWN", False),
+                        reason="posix_spawn is not used for subprocess here")
+    def test_posix_spawn_path(self, subprocess_spans, monkeypatch):
+        monkeypatch.setenv("FOO", "inherited")
+        with agent_latency.task("t"):
+            # An absolute executable and close_fds=False make Popen use os.posix_spawn.
+            inherited = self._run(close_fds=False)
+            given = self._run(close_fds=False, env={"FOO": "given", "TRACEPARENT": "stale"})
+        first, second = tool_spans(subprocess_spans)
+        assert inherited == (_traceparent(first), 1, "inherited")
+        assert given == (_traceparent(second), 1, "given")
+
+    def test_environment_copy_where_fork_exec_cannot_be_hooked(self, otel, monkeypatch):
+        # Python 3.10 calls _posixsubprocess.fork_exec directly: a copy of the environment.
+        monkeypatch.delattr(subprocess, "_fork_exec", raising=False)
+        monkeypatch.setenv("FOO", "inherited")
+        instrumentor = sp_instr.SubprocessInstrumentor()
+        instrumentor.instrument()
+        try:
+            assert not instrumentor._hooked
+            monkeypatch.undo()  # Popen needs its _fork_exec back; our hook was never put in
+            monkeypatch.setenv("FOO", "inherited")
+            with agent_latency.task("t"):
+                inherited = self._run()
+        finally:
+            instrumentor.uninstrument()
+        assert inherited == (_traceparent(_only(otel)), 1, "inherited")
+
+    def test_threads_each_get_their_own_span(self, subprocess_spans):
+        from concurrent.futures import ThreadPoolExecutor
+
+        with agent_latency.task("t"), ThreadPoolExecutor(8) as pool:
+            seen = list(pool.map(lambda _: self._run()[0], range(16)))
+        spans = tool_spans(subprocess_spans)
+        assert sorted(seen) == sorted(_traceparent(s) for s in spans)
+        assert len(set(seen)) == 16
+
+    def test_uninstrument_restores_fork_exec(self, otel):
+        real = getattr(subprocess, "_fork_exec", None)
+        instrumentor = sp_instr.SubprocessInstrumentor()
+        instrumentor.instrument()
+        try:
+            if real is not None:
+                assert subprocess._fork_exec is not real
+        finally:
+            instrumentor.uninstrument()
+        assert getattr(subprocess, "_fork_exec", None) is real
+        assert subprocess.run([PY, "-c", "pass"]).returncode == 0
+
+    def test_propagation_off_leaves_the_environment_alone(self, otel, monkeypatch):
+        monkeypatch.setenv(semconv.ENV_PROPAGATE, "false")
+        instrumentor = sp_instr.SubprocessInstrumentor()
+        instrumentor.instrument()
+        try:
+            with agent_latency.task("t"):
+                traceparent, count, _ = self._run()
+        finally:
+            instrumentor.uninstrument()
+        assert (traceparent, count) == ("None", 0)
