@@ -92,7 +92,8 @@ def parse(argv: list[str]) -> tuple[str | None, bool, list[str]]:
 
 
 def default_name(cmd: list[str]) -> str:
-    """``python agent.py`` -> ``agent``; ``python -m pkg.main`` -> ``pkg.main``; ``tool`` -> ``tool``."""
+    """``python agent.py`` -> ``agent``; ``python -m pkg.main`` -> ``pkg.main``;
+    ``tool`` -> ``tool``."""
     base = os.path.basename(cmd[0])
     if base.startswith("python") or base in {"pypy", "pypy3"}:
         args = cmd[1:]

@@ -1,8 +1,8 @@
 """The shared LLM-call core: provider modules only describe endpoints and chunk shapes.
 
 ``Endpoint`` says how to read one endpoint's chunks and responses; ``_invoke``'s
-``method_wrapper`` and ``manager_wrapper`` turn it into wrapt wrappers; ``patch``/``unpatch`` apply a provider's
-table of ``(module, "Class.method", wrapper)`` with matched wrap and unwrap.
+``method_wrapper`` and ``manager_wrapper`` turn it into wrapt wrappers; ``patch``/``unpatch``
+apply a provider's table of ``(module, "Class.method", wrapper)`` with matched wrap and unwrap.
 """
 
 from __future__ import annotations
