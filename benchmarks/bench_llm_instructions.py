@@ -1,0 +1,138 @@
+"""Instructions that LLM instrumentations add to the real openai SDK, counted by callgrind.
+
+Timing a per-chunk cost of ~1 µs as the slope between two stream lengths is ~1 % of a
+stream's CPU, inside the run-to-run drift of a shared machine; instruction counts are exact
+and repeatable.  Each library runs in its own process under ``valgrind --tool=callgrind``
+(the simulator runs outside it); after warm-up the worker makes ``--n`` calls of each kind
+with the library instrumented, then ``--n`` with it uninstrumented, and asks callgrind to
+dump its counters after each batch (``callgrind_control -d``), so imports and warm-up are
+never counted.  Printed: instructions added per non-streaming call and per streamed chunk
+(the slope between streams of 20 and 200 output tokens).  Needs valgrind; a library whose
+``uninstrument()`` leaves wrappers behind (OpenLLMetry) cannot be measured this way.
+
+    python benchmarks/bench_llm_instructions.py [--n 10] [--libraries agent_latency,official]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+KINDS = {"plain": 0, "s20": 20, "s200": 200}
+
+
+def worker(library: str, url: str, n: int) -> None:
+    import gc
+
+    import openai
+    from bench_llm_overhead import _setup
+
+    instrumentor = _setup(library)
+    client = openai.OpenAI(base_url=url + "/v1", api_key="sk-bench", max_retries=0)
+    messages = [{"role": "user", "content": "benchmark " * 20}]
+
+    def run(kind: str) -> None:
+        tokens = KINDS[kind]
+        if not tokens:
+            client.chat.completions.create(model="m", messages=messages, max_tokens=20,
+                                           temperature=0.0)
+            return
+        for _ in client.chat.completions.create(model="m", messages=messages, stream=True,
+                                                max_tokens=tokens, temperature=0.0,
+                                                stream_options={"include_usage": True}):
+            pass
+
+    for _ in range(5):
+        for kind in KINDS:
+            run(kind)
+    gc.collect()
+    gc.freeze()
+
+    def dump(tag: str) -> None:
+        subprocess.run(["callgrind_control", "-d", tag, str(os.getpid())],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+    dump("warm")
+    for on in (True, False):
+        (instrumentor.instrument if on else instrumentor.uninstrument)()
+        for kind in KINDS:
+            for _ in range(n):
+                run(kind)
+            dump(f"{kind}-{'on' if on else 'off'}")
+
+
+def _counts(folder: str) -> dict[str, int]:
+    out = {}
+    for path in glob.glob(os.path.join(folder, "cg.*")):
+        tag, total = None, None
+        with open(path) as f:
+            for line in f:
+                if line.startswith("desc: Trigger: "):
+                    tag = line.rsplit(" ", 1)[-1].strip()
+                elif line.startswith(("summary:", "totals:")) and total is None:
+                    total = int(line.split()[1])
+        if tag and total is not None:
+            out[tag] = total
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10, help="calls of each kind per batch")
+    parser.add_argument("--libraries", default="agent_latency,official")
+    parser.add_argument("--worker")
+    parser.add_argument("--url")
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.url, args.n)
+        return 0
+    if not (shutil.which("valgrind") and shutil.which("callgrind_control")):
+        print("valgrind (callgrind) is not installed", file=sys.stderr)
+        return 1
+    from agent_latency.simulator import SimulatorConfig, SimulatorProcess
+
+    config = SimulatorConfig(port=0, prefill_tps=1e7, output_tps=1e6, spin_us=0.0,
+                             default_output_tokens=200)
+    rows = []
+    with SimulatorProcess(config) as sim:
+        for library in args.libraries.split(","):
+            folder = tempfile.mkdtemp(prefix="callgrind-")
+            proc = subprocess.run(
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/cg.%p",
+                 sys.executable, __file__, "--worker", library, "--url", sim.base_url,
+                 "--n", str(args.n)], capture_output=True, text=True, timeout=3600)
+            counts = _counts(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+            if proc.returncode != 0 or not all(f"{k}-{s}" in counts for k in KINDS
+                                               for s in ("on", "off")):
+                print(f"{library} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+                return 1
+            per = {key: value / args.n for key, value in counts.items()}
+            added = {k: per[f"{k}-on"] - per[f"{k}-off"] for k in KINDS}
+            chunks = KINDS["s200"] - KINDS["s20"]
+            rows.append((library, per["plain-off"], added["plain"],
+                         (per["s200-off"] - per["s20-off"]) / chunks,
+                         (added["s200"] - added["s20"]) / chunks))
+    print(f"instructions (callgrind), {args.n} calls of each kind per batch")
+    print(f"{'library':<14} {'SDK per call':>13} {'added per call':>15} {'SDK per chunk':>14} "
+          f"{'added per chunk':>16}")
+    for library, sdk_call, call, sdk_chunk, chunk in rows:
+        print(f"{library:<14} {sdk_call:>13,.0f} {call:>+15,.0f} {sdk_chunk:>14,.0f} "
+              f"{chunk:>+16,.0f}")
+    by_name = {r[0]: r for r in rows}
+    if "agent_latency" in by_name and "official" in by_name:
+        ours, official = by_name["agent_latency"], by_name["official"]
+        print(f"\nours / official: per call {ours[2] / official[2]:.2f}x, "
+              f"per chunk {ours[4] / official[4]:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
