@@ -117,7 +117,10 @@ class _SyncChunks(_Chunks):
 
 
 class _AsyncChunks(_Chunks):
-    """The async per-chunk hot path."""
+    """The async per-chunk hot path.
+
+    It repeats the sync body on purpose: a helper shared by both would add a Python call to
+    every chunk, about a fifth of what the proxy costs per chunk."""
 
     __slots__ = ()
 

@@ -44,6 +44,28 @@ def _agent_name(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     return str(name) if name else "agent"
 
 
+class _RunTask:
+    """The task span of one ``Runner`` run: current, and marked as a run (so nested runner
+    entry points add nothing), inside ``with``; an exception out of the block ends it, a
+    normal exit leaves the end to the caller (a streamed run ends when its loop does)."""
+
+    __slots__ = ("_flag", "_token", "span")
+
+    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.span, ctx = start_task(_agent_name(args, kwargs))
+        self._token = otel_context.attach(ctx)
+        self._flag = _in_run.set(True)
+
+    def __enter__(self) -> _RunTask:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc is not None:
+            end_task(self.span, exc)
+        _in_run.reset(self._flag)
+        detach(self._token)
+
+
 def rebind(module_prefix: str, owner: Any, name: str, replacement: Any, original: Any,
            done: list[tuple[Any, str]]) -> None:
     """Point every ``from x import name`` copy under ``module_prefix`` at ``replacement``."""
@@ -126,53 +148,27 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                    kwargs: dict[str, Any]) -> Any:
         if _in_run.get() or not is_instrumentation_enabled():
             return await wrapped(*args, **kwargs)
-        span, ctx = start_task(_agent_name(args, kwargs))
-        token = otel_context.attach(ctx)
-        flag = _in_run.set(True)
-        try:
+        with _RunTask(args, kwargs) as run:
             result = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            end_task(span, exc)
-            raise
-        finally:
-            _in_run.reset(flag)
-            detach(token)
-        end_task(span)
+        end_task(run.span)
         return result
 
     def _run_sync(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> Any:
         if _in_run.get() or not is_instrumentation_enabled():
             return wrapped(*args, **kwargs)
-        span, ctx = start_task(_agent_name(args, kwargs))
-        token = otel_context.attach(ctx)
-        flag = _in_run.set(True)
-        try:
+        with _RunTask(args, kwargs) as run:
             result = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            end_task(span, exc)
-            raise
-        finally:
-            _in_run.reset(flag)
-            detach(token)
-        end_task(span)
+        end_task(run.span)
         return result
 
     def _run_streamed(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:
         if _in_run.get() or not is_instrumentation_enabled():
             return wrapped(*args, **kwargs)
-        span, ctx = start_task(_agent_name(args, kwargs))
-        token = otel_context.attach(ctx)
-        flag = _in_run.set(True)  # the background run loop copies this context
-        try:
+        with _RunTask(args, kwargs) as run:  # the background run loop copies this context
             result = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            end_task(span, exc)
-            raise
-        finally:
-            _in_run.reset(flag)
-            detach(token)
+        span = run.span
         try:
             loop_task = getattr(result, "run_loop_task", None) or getattr(
                 result, "_run_impl_task", None)

@@ -88,18 +88,30 @@ def handle_result(call: LLMCall, result: Any, kwargs: dict[str, Any]) -> Any:
     return result
 
 
+class _Inside:
+    """``call`` is current inside ``with`` (for its HTTP attempts, other instrumentations'
+    spans and the ``traceparent`` we inject); an exception out of the block ends it."""
+
+    __slots__ = ("_ctx_token", "_token", "call")
+
+    def __init__(self, call: LLMCall) -> None:
+        self.call = call
+
+    def __enter__(self) -> None:
+        self._token = CURRENT.set(self.call)
+        self._ctx_token = otel_context.attach(self.call.context)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc is not None:
+            self.call.finish(None, exc)
+        otel_context.detach(self._ctx_token)
+        CURRENT.reset(self._token)
+
+
 async def _await_result(call: LLMCall, awaitable: Any, kwargs: dict[str, Any]) -> Any:
     call.is_async = True
-    token = CURRENT.set(call)
-    ctx_token = otel_context.attach(call.context)
-    try:
+    with _Inside(call):
         result = await awaitable
-    except BaseException as exc:
-        call.finish(None, exc)
-        raise
-    finally:
-        otel_context.detach(ctx_token)
-        CURRENT.reset(token)
     return handle_result(call, result, kwargs)
 
 
@@ -112,16 +124,8 @@ def method_wrapper(endpoint: Endpoint) -> Any:
         call = start_call(endpoint, instance, kwargs)
         if call is None:
             return wrapped(*args, **kwargs)
-        token = CURRENT.set(call)
-        ctx_token = otel_context.attach(call.context)
-        try:
+        with _Inside(call):
             result = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            call.finish(None, exc)
-            raise
-        finally:
-            otel_context.detach(ctx_token)
-            CURRENT.reset(token)
         if inspect.isawaitable(result):
             return _await_result(call, result, kwargs)
         return handle_result(call, result, kwargs)
@@ -167,16 +171,8 @@ class StreamManager(ObjectProxy):  # type: ignore[misc]
         call = self._self_start()
         if call is None:
             return self.__wrapped__.__enter__()
-        token = CURRENT.set(call)
-        ctx_token = otel_context.attach(call.context)
-        try:
+        with _Inside(call):
             stream = self.__wrapped__.__enter__()
-        except BaseException as exc:
-            call.finish(None, exc)
-            raise
-        finally:
-            otel_context.detach(ctx_token)
-            CURRENT.reset(token)
         self._self_install(stream, call)
         return stream
 
@@ -192,16 +188,8 @@ class StreamManager(ObjectProxy):  # type: ignore[misc]
         if call is None:
             return await self.__wrapped__.__aenter__()
         call.is_async = True
-        token = CURRENT.set(call)
-        ctx_token = otel_context.attach(call.context)
-        try:
+        with _Inside(call):
             stream = await self.__wrapped__.__aenter__()
-        except BaseException as exc:
-            call.finish(None, exc)
-            raise
-        finally:
-            otel_context.detach(ctx_token)
-            CURRENT.reset(token)
         self._self_install(stream, call)
         return stream
 
