@@ -36,8 +36,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agent_latency import semconv
-from agent_latency.instrumentation.anthropic import AnthropicInstrumentor
-from agent_latency.instrumentation.openai import OpenAIInstrumentor
+from agent_latency.instrumentation.llm.anthropic import AnthropicInstrumentor
+from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
 from agent_latency.simulator import SimulatorConfig, SimulatorProcess, kernel_delay_unavailable
 
 PREFILL_TPS = 5000.0

@@ -73,7 +73,7 @@ def _setup(library: str) -> Any:
     metrics.set_meter_provider(meter_provider)
     kwargs = {"tracer_provider": provider, "meter_provider": meter_provider}
     if library == "agent_latency":
-        from agent_latency.instrumentation.openai import OpenAIInstrumentor
+        from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
 
         instrumentor = OpenAIInstrumentor()
         instrumentor.instrument()

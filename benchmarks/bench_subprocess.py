@@ -102,7 +102,7 @@ def measure(n: int, rounds: int) -> list[tuple[str, str, float, float, float, fl
     from opentelemetry.util._once import Once
 
     import agent_latency
-    from agent_latency.instrumentation.subprocess import SubprocessInstrumentor
+    from agent_latency.instrumentation.tools.subprocess import SubprocessInstrumentor
 
     tmp = tempfile.mkdtemp(prefix="bench-subprocess-")
     rows = []

@@ -192,7 +192,7 @@ class _ProcessTask:
         from opentelemetry import context as otel_context
 
         from . import _scope
-        from .instrumentation.subprocess import parent_context_from_env
+        from .instrumentation.tools.subprocess import parent_context_from_env
 
         parent = parent_context_from_env()
         start_ns = min(start_ns, time.time_ns())
@@ -212,7 +212,7 @@ class _ProcessTask:
         from ._log import internal_error
 
         try:
-            from .instrumentation.subprocess import finish_unwaited
+            from .instrumentation.tools.subprocess import finish_unwaited
 
             finish_unwaited()
         except Exception:  # noqa: BLE001

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 from llm_helpers import FAST
 
-from agent_latency.instrumentation import _rates
-from agent_latency.instrumentation.anthropic import AnthropicInstrumentor
+from agent_latency.instrumentation.llm import _rates
+from agent_latency.instrumentation.llm.anthropic import AnthropicInstrumentor
 from agent_latency.instrumentation.httpx import HttpxInstrumentor
-from agent_latency.instrumentation.openai import OpenAIInstrumentor
+from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
 from agent_latency.simulator import Simulator
 
 

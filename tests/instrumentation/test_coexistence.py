@@ -66,7 +66,7 @@ _ALL_THREE = textwrap.dedent('''
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     import openai, agent_latency
     from agent_latency import BudgetSpanProcessor, semconv
-    from agent_latency.instrumentation.openai import OpenAIInstrumentor
+    from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
     from agent_latency.simulator import Simulator, SimulatorConfig
 
     exporter = InMemorySpanExporter()

@@ -14,7 +14,7 @@ from opentelemetry import trace
 
 import agent_latency
 from agent_latency import semconv
-from agent_latency.instrumentation import _network
+from agent_latency.instrumentation.llm import _network
 from agent_latency.simulator import Simulator
 
 MESSAGES = [{"role": "user", "content": "hello " * 50}]
@@ -179,7 +179,7 @@ class TestContent:
 
 class TestSafety:
     def test_our_failure_never_reaches_the_program(self, otel, client, monkeypatch):
-        from agent_latency.instrumentation import openai as ours
+        from agent_latency.instrumentation.llm import openai as ours
 
         def broken(call, chunk):
             raise RuntimeError("ours")
@@ -191,7 +191,7 @@ class TestSafety:
         assert_phases_add_up(one_llm_span(otel))
 
     def test_broken_record_still_ends_span(self, otel, client, monkeypatch):
-        from agent_latency.instrumentation._llm import _record
+        from agent_latency.instrumentation.llm import _record
 
         monkeypatch.setattr(_record, "compute_phases", lambda *a: 1 / 0)
         client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=8)

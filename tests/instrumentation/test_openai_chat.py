@@ -357,8 +357,8 @@ def test_uninstrument_restores_the_sdk(otel, client):
     from openai.resources.chat.completions import Completions
     from wrapt import ObjectProxy
 
-    from agent_latency.instrumentation import _network
-    from agent_latency.instrumentation.openai import OpenAIInstrumentor
+    from agent_latency.instrumentation.llm import _network
+    from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
 
     instrumentor = OpenAIInstrumentor()
     instrumentor.uninstrument()

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_latency.instrumentation.subprocess import SubprocessInstrumentor
+from agent_latency.instrumentation.tools.subprocess import SubprocessInstrumentor
 
 
 @pytest.fixture

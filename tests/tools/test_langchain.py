@@ -13,7 +13,7 @@ from agent_latency import semconv
 pytest.importorskip("langchain_core")
 from langchain_core.tools import tool  # noqa: E402
 
-from agent_latency.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
+from agent_latency.instrumentation.tools.langchain import LangChainInstrumentor  # noqa: E402
 
 
 @pytest.fixture

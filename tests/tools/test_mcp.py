@@ -18,8 +18,8 @@ from agent_latency import semconv
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 
-from agent_latency.instrumentation.mcp import MCPInstrumentor  # noqa: E402
-from agent_latency.instrumentation.subprocess import SubprocessInstrumentor  # noqa: E402
+from agent_latency.instrumentation.tools.mcp import MCPInstrumentor  # noqa: E402
+from agent_latency.instrumentation.tools.subprocess import SubprocessInstrumentor  # noqa: E402
 
 SERVER = str(Path(__file__).parent / "mcp_server.py")
 

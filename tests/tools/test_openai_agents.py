@@ -13,8 +13,8 @@ from agents import Agent, Runner, function_tool, set_tracing_disabled  # noqa: E
 from agents.models.openai_responses import OpenAIResponsesModel  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 
-from agent_latency.instrumentation.openai_agents import OpenAIAgentsInstrumentor  # noqa: E402
-from agent_latency.instrumentation.subprocess import SubprocessInstrumentor  # noqa: E402
+from agent_latency.instrumentation.tools.openai_agents import OpenAIAgentsInstrumentor  # noqa: E402
+from agent_latency.instrumentation.tools.subprocess import SubprocessInstrumentor  # noqa: E402
 from agent_latency.simulator import Simulator, SimulatorConfig  # noqa: E402
 
 SCRIPT = {"models": {"*": [

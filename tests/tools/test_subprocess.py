@@ -15,7 +15,7 @@ from opentelemetry.trace import StatusCode
 
 import agent_latency
 from agent_latency import semconv
-from agent_latency.instrumentation import subprocess as sp_instr
+from agent_latency.instrumentation.tools import subprocess as sp_instr
 
 
 def tool_spans(otel):

@@ -16,12 +16,12 @@ from ._imports import when_imported
 # target name -> "module:Class"; a target whose library is not installed is skipped.
 INSTRUMENTORS: dict[str, str] = {
     "httpx": "agent_latency.instrumentation.httpx:HttpxInstrumentor",
-    "openai": "agent_latency.instrumentation.openai:OpenAIInstrumentor",
-    "anthropic": "agent_latency.instrumentation.anthropic:AnthropicInstrumentor",
-    "subprocess": "agent_latency.instrumentation.subprocess:SubprocessInstrumentor",
-    "mcp": "agent_latency.instrumentation.mcp:MCPInstrumentor",
-    "openai_agents": "agent_latency.instrumentation.openai_agents:OpenAIAgentsInstrumentor",
-    "langchain": "agent_latency.instrumentation.langchain:LangChainInstrumentor",
+    "openai": "agent_latency.instrumentation.llm.openai:OpenAIInstrumentor",
+    "anthropic": "agent_latency.instrumentation.llm.anthropic:AnthropicInstrumentor",
+    "subprocess": "agent_latency.instrumentation.tools.subprocess:SubprocessInstrumentor",
+    "mcp": "agent_latency.instrumentation.tools.mcp:MCPInstrumentor",
+    "openai_agents": "agent_latency.instrumentation.tools.openai_agents:OpenAIAgentsInstrumentor",
+    "langchain": "agent_latency.instrumentation.tools.langchain:LangChainInstrumentor",
 }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
-from . import _network
+from .llm import _network
 
 _instruments: tuple[str, ...] = ()  # httpx >= 0.24 and/or httpx2: whichever is installed
 

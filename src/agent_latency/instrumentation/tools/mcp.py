@@ -34,10 +34,10 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .. import semconv
-from .._log import internal_error
-from .._scope import detach, mark_error, start_tool, tool_attributes, tracer
-from ._imports import when_imported
+from ... import semconv
+from ..._log import internal_error
+from ..._scope import detach, mark_error, start_tool, tool_attributes, tracer
+from .._imports import when_imported
 
 # stream object -> (transport, get_session_id or None), filled by the transport wrappers.
 _streams: weakref.WeakKeyDictionary[Any, tuple[str, Any]] = weakref.WeakKeyDictionary()

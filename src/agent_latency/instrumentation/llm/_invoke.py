@@ -16,8 +16,8 @@ from wrapt import ObjectProxy
 from ... import semconv
 from ..._env import capture_content, env_flag
 from ..._log import internal_error
-from .._network import CURRENT
-from .._stream import RawResponse, is_async_stream, is_sync_stream, wrap_stream
+from ._network import CURRENT
+from ._stream import RawResponse, is_async_stream, is_sync_stream, wrap_stream
 from ._call import Endpoint, LLMCall
 
 _RAW_HEADER = "X-Stainless-Raw-Response"

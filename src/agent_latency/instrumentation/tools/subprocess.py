@@ -54,10 +54,10 @@ from opentelemetry.trace import Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from wrapt import wrap_function_wrapper
 
-from .. import semconv
-from .._env import env_flag
-from .._log import internal_error
-from .._scope import mark_error, start_tool, tool_attributes
+from ... import semconv
+from ..._env import env_flag
+from ..._log import internal_error
+from ..._scope import mark_error, start_tool, tool_attributes
 
 _SPAN = "_agent_latency_span"
 _TIMED_OUT = "_agent_latency_timed_out"

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import semconv
-from ._llm import Endpoint, LLMCall, LLMInstrumentor, int_or_none
-from ._llm._invoke import manager_wrapper, method_wrapper
+from ... import semconv
+from . import Endpoint, LLMCall, LLMInstrumentor, int_or_none
+from ._invoke import manager_wrapper, method_wrapper
 from .openai import tgi_headers
 
 _instruments = ("anthropic >= 0.30, < 3",)

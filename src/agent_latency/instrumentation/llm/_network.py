@@ -22,9 +22,9 @@ from typing import Any
 
 from opentelemetry import propagate
 
-from .. import semconv
-from .._log import internal_error
-from ._shared import SharedPatch
+from ... import semconv
+from ..._log import internal_error
+from .._shared import SharedPatch
 
 #: The LLM call whose HTTP attempts are being sent right now (set only inside SDK methods).
 CURRENT: contextvars.ContextVar[Any] = contextvars.ContextVar("agent_latency_llm_call",

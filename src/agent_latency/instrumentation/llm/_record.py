@@ -13,8 +13,8 @@ from ..._env import env_flag
 from ..._log import internal_error
 from ..._scope import tracer
 from ...budget import CallMarks, CallPhases, call_phases, split_server_time
-from .. import _rates
-from .._network import RTT_NONE
+from . import _rates
+from ._network import RTT_NONE
 from ._call import LLMCall
 
 

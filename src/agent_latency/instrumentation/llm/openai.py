@@ -3,16 +3,16 @@ embeddings — sync and async, streaming or not, plain, ``with_raw_response`` an
 ``with_streaming_response``, and the ``parse()``/``stream()`` helpers.
 
 This module only knows the endpoints and their chunk shapes; timing, phases, spans and
-metrics are the shared core's (``_llm``).
+metrics are the shared core's (``instrumentation.llm``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import semconv
-from ._llm import Endpoint, Info, LLMCall, LLMInstrumentor, int_or_none
-from ._llm._invoke import method_wrapper
+from ... import semconv
+from . import Endpoint, Info, LLMCall, LLMInstrumentor, int_or_none
+from ._invoke import method_wrapper
 
 _instruments = ("openai >= 1.0, < 4",)
 

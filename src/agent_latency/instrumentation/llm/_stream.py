@@ -17,8 +17,8 @@ from typing import Any
 
 from wrapt import ObjectProxy
 
-from .._log import internal_error
-from ._llm._call import LLMCall, abandon_call
+from ..._log import internal_error
+from ._call import LLMCall, abandon_call
 
 
 def _guard(obj: Any, call: LLMCall) -> Any:

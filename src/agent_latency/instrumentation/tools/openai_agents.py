@@ -27,10 +27,10 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
 from opentelemetry.trace import Status, StatusCode
 
-from .. import semconv
-from .._log import internal_error
-from .._scope import detach, end_task, mark_error, start_task, start_tool, tool_attributes
-from ._imports import when_imported
+from ... import semconv
+from ..._log import internal_error
+from ..._scope import detach, end_task, mark_error, start_task, start_tool, tool_attributes
+from .._imports import when_imported
 
 # True while an Agents SDK run's task is open in this context.
 _in_run: contextvars.ContextVar[bool] = contextvars.ContextVar(

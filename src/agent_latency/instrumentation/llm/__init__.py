@@ -1,4 +1,4 @@
-"""The shared LLM-call core: provider modules only describe endpoints and chunk shapes.
+"""The provider-neutral LLM-call core: provider modules only describe endpoints and chunk shapes.
 
 ``Endpoint`` says how to read one endpoint's chunks and responses; ``_invoke``'s
 ``method_wrapper`` and ``manager_wrapper`` turn it into wrapt wrappers; ``patch``/``unpatch``
@@ -15,7 +15,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from wrapt import wrap_function_wrapper
 
 from ..._log import logger
-from .. import _network
+from . import _network
 from ._call import Endpoint, Info, LLMCall
 
 Target = tuple[str, str, Any]

@@ -26,8 +26,8 @@ from opentelemetry import context as otel_context
 from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
-from .._scope import detach
-from ._shared import SharedPatch
+from ..._scope import detach
+from .._shared import SharedPatch
 
 _CTX = "_agent_latency_context"
 _RUN = "_bootstrap_inner" if hasattr(threading.Thread, "_bootstrap_inner") else "run"

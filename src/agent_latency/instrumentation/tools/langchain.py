@@ -20,9 +20,9 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
 from opentelemetry.trace import Span
 
-from .._log import internal_error
-from .._scope import detach, mark_error, start_tool, tool_attributes
-from ._imports import when_imported
+from ..._log import internal_error
+from ..._scope import detach, mark_error, start_tool, tool_attributes
+from .._imports import when_imported
 
 
 def _start(instance: Any, kwargs: dict[str, Any]) -> Span:

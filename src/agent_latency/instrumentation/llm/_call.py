@@ -13,7 +13,7 @@ from opentelemetry.trace import SpanKind
 from ... import semconv
 from ..._log import internal_error
 from ..._scope import tracer
-from .._network import Attempt
+from ._network import Attempt
 
 # How the call ends; ``deferred`` means a stream or an unread response was handed out.
 _OPEN, _DEFERRED, _DONE = 0, 1, 2

@@ -1,0 +1,1 @@
+"""Tool runs: processes, MCP tool calls and agent frameworks' tools and runs."""
