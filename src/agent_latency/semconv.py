@@ -14,6 +14,7 @@ GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
 GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
 GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
 GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
 GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
 GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
 GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
@@ -94,6 +95,7 @@ LLM_PREFILL: Final = "agent_latency.llm.prefill"
 LLM_QUEUE: Final = "agent_latency.llm.queue"
 LLM_OUTPUT_GENERATION: Final = "agent_latency.llm.output_generation"
 LLM_TAIL: Final = "agent_latency.llm.tail"
+LLM_CLIENT_TAIL: Final = "agent_latency.llm.client_tail"
 LLM_NETWORK: Final = "agent_latency.llm.network"
 LLM_TIMING_SOURCE: Final = "agent_latency.llm.timing.source"
 LLM_CONNECTION_REUSED: Final = "agent_latency.llm.connection_reused"
@@ -121,6 +123,7 @@ LLM_PHASES: Final = (
     (LLM_PREFILL, "prefill", PREFILL),
     (LLM_OUTPUT_GENERATION, "output_generation", OUTPUT_GENERATION),
     (LLM_TAIL, "tail", NETWORK_OVERHEAD),
+    (LLM_CLIENT_TAIL, "client_tail", OTHER),
 )
 
 # --- agent-latency: tools ---------------------------------------------------------------

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from llm_helpers import FAST
@@ -15,14 +16,43 @@ from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
 from agent_latency.simulator import Simulator
 
 
+def _instrumentors() -> list[Any]:
+    return [HttpxInstrumentor(), OpenAIInstrumentor(), AnthropicInstrumentor()]
+
+
 @pytest.fixture(scope="module", autouse=True)
 def instrumented() -> Iterator[None]:
-    instrumentors = [HttpxInstrumentor(), OpenAIInstrumentor(), AnthropicInstrumentor()]
+    instrumentors = _instrumentors()
     for i in instrumentors:
         i.instrument()
     yield
     for i in reversed(instrumentors):
         i.uninstrument()
+
+
+def _reinstrument() -> None:
+    instrumentors = _instrumentors()  # BaseInstrumentor is a singleton per class
+    for i in reversed(instrumentors):
+        i.uninstrument()
+    for i in instrumentors:
+        i.instrument()
+
+
+@pytest.fixture
+def setenv(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str | None], None]]:
+    """Set (or, with None, delete) an environment variable and instrument again: settings
+    are read at instrument time.  Undone, and instrumented again, after the test."""
+
+    def set_and_reinstrument(name: str, value: str | None) -> None:
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+        _reinstrument()
+
+    yield set_and_reinstrument
+    monkeypatch.undo()
+    _reinstrument()
 
 
 @pytest.fixture(scope="module")

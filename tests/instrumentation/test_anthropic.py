@@ -148,10 +148,10 @@ class TestMoreWays:
         assert_phases_add_up(one_llm_span(otel))
 
     @pytest.mark.parametrize("stream", [False, True])
-    def test_content_capture_opt_in(self, otel, client, monkeypatch, stream):
+    def test_content_capture_opt_in(self, otel, client, setenv, stream):
         import json
 
-        monkeypatch.setenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, "SPAN_ONLY")
+        setenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, "SPAN_ONLY")
         if stream:
             with client.messages.stream(model="sim-c", max_tokens=8,
                                         messages=MESSAGES) as s:
@@ -164,8 +164,8 @@ class TestMoreWays:
         output = json.loads(attrs[semconv.GEN_AI_OUTPUT_MESSAGES])
         assert output[0]["parts"][0]["content"] == text
 
-    def test_no_content_by_default(self, otel, client, monkeypatch):
-        monkeypatch.delenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, raising=False)
+    def test_no_content_by_default(self, otel, client, setenv):
+        setenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, None)
         client.messages.create(model="sim-c", max_tokens=8, messages=MESSAGES)
         attrs = one_llm_span(otel).attributes
         assert semconv.GEN_AI_INPUT_MESSAGES not in attrs

@@ -108,8 +108,8 @@ class TestPropagation:
         assert headers["traceparent"].split("-")[2] == format(span.context.span_id, "016x")
         assert "sk-" not in json.dumps(dict(span.attributes))
 
-    def test_propagation_off(self, otel, recorder, monkeypatch):
-        monkeypatch.setenv(semconv.ENV_PROPAGATE, "false")
+    def test_propagation_off(self, otel, recorder, setenv):
+        setenv(semconv.ENV_PROPAGATE, "false")
         url, seen = recorder
         openai.OpenAI(base_url=url, api_key="x").chat.completions.create(
             model="m", messages=MESSAGES)
@@ -163,8 +163,8 @@ class TestContent:
         assert semconv.GEN_AI_OUTPUT_MESSAGES not in attrs
 
     @pytest.mark.parametrize("stream", [False, True])
-    def test_opt_in(self, otel, client, monkeypatch, stream):
-        monkeypatch.setenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, "true")
+    def test_opt_in(self, otel, client, setenv, stream):
+        setenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, "true")
         result = client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=8,
                                                 stream=stream)
         if stream:

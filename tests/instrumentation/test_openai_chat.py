@@ -91,8 +91,8 @@ class TestStreaming:
         assert (prefill.end_time - prefill.start_time) / 1e9 == pytest.approx(
             span.attributes[semconv.LLM_PREFILL], abs=2e-6)
 
-    def test_phase_spans_off(self, otel, client, monkeypatch):
-        monkeypatch.setenv(semconv.ENV_PHASE_SPANS, "false")
+    def test_phase_spans_off(self, otel, client, setenv):
+        setenv(semconv.ENV_PHASE_SPANS, "false")
         list(_stream(client))
         assert [s.name for s in otel.spans()] == ["chat sim-a"]
 

@@ -120,10 +120,10 @@ class TestContentCapture:
     """Responses content goes on the span only when the user opts in."""
 
     @pytest.mark.parametrize("stream", [False, True])
-    def test_opt_in(self, otel, client, monkeypatch, stream):
+    def test_opt_in(self, otel, client, setenv, stream):
         import json
 
-        monkeypatch.setenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, "true")
+        setenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, "true")
         if stream:
             events = client.responses.create(model="sim-r", input=INPUT, stream=True)
             text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
@@ -134,8 +134,8 @@ class TestContentCapture:
         output = json.loads(attrs[semconv.GEN_AI_OUTPUT_MESSAGES])
         assert output[0]["parts"][0]["content"] == text
 
-    def test_off_by_default(self, otel, client, monkeypatch):
-        monkeypatch.delenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, raising=False)
+    def test_off_by_default(self, otel, client, setenv):
+        setenv(semconv.ENV_CAPTURE_MESSAGE_CONTENT, None)
         client.responses.create(model="sim-r", input=INPUT)
         attrs = one_llm_span(otel).attributes
         assert semconv.GEN_AI_INPUT_MESSAGES not in attrs

@@ -14,7 +14,7 @@ ESTIMATED = "estimated"
 #: The phases of a call in the order they follow each other in time.
 PHASE_ORDER = (
     "retry", "client", "dns", "connect", "tls", "upload", "rtt", "prefill",
-    "output_generation", "tail",
+    "output_generation", "tail", "client_tail",
 )
 
 
@@ -25,7 +25,9 @@ class CallMarks:
     ``t_first``/``t_last`` are ``None`` for a non-streaming call.  ``dns``, ``connect`` and
     ``tls`` are durations reported by the HTTP stack for a new connection (0 when pooled);
     ``retry`` is the time spent in failed attempts and back-off before the final attempt
-    (it lies between ``t_call`` and ``t_send``).
+    (it lies between ``t_call`` and ``t_send``).  ``t_received`` is when the response's last
+    byte arrived, when the HTTP stack says: what the client does after it (an SDK parsing
+    the final event) is its own time, not the network's.
     """
 
     t_call: float
@@ -39,6 +41,7 @@ class CallMarks:
     tls: float = 0.0
     rtt: float = 0.0
     retry: float = 0.0
+    t_received: float | None = None
 
 
 @dataclass(slots=True)
@@ -55,6 +58,7 @@ class CallPhases:
     prefill: float = 0.0
     output_generation: float = 0.0
     tail: float = 0.0
+    client_tail: float = 0.0
     ttft: float | None = None
     source: str = MEASURED
     notes: list[str] = field(default_factory=list)
@@ -149,10 +153,15 @@ def call_phases(marks: CallMarks) -> CallPhases:
     phases = CallPhases(retry=retry, client=client, dns=dns, connect=connect, tls=tls,
                         upload=upload, notes=notes)
     if marks.t_first is None:
-        # No first token: the server time is one block; the caller splits it (estimated).
-        rtt = min(max(marks.rtt, 0.0), t_end - t_sent)
+        # No first token: the server time is one block, up to the last byte; the caller
+        # splits it (estimated).
+        t_block_end = t_end
+        if marks.t_received is not None:
+            t_block_end = clamp(marks.t_received, t_sent, t_end, "t_received")
+        rtt = min(max(marks.rtt, 0.0), t_block_end - t_sent)
         phases.rtt = rtt
-        phases.prefill = t_end - t_sent - rtt
+        phases.prefill = t_block_end - t_sent - rtt
+        phases.client_tail = t_end - t_block_end
         phases.source = MEASURED
         return phases
     t_first = clamp(marks.t_first, t_sent, t_end, "t_first")
@@ -162,7 +171,12 @@ def call_phases(marks: CallMarks) -> CallPhases:
     phases.rtt = rtt
     phases.prefill = t_first - t_sent - rtt
     phases.output_generation = t_last - t_first
-    phases.tail = t_end - t_last
+    # The wire tail ends with the last byte (never before the last token was seen).
+    t_wire_end = t_end
+    if marks.t_received is not None:
+        t_wire_end = min(max(marks.t_received, t_last), t_end)
+    phases.tail = t_wire_end - t_last
+    phases.client_tail = t_end - t_wire_end
     phases.ttft = t_first - t_call
     return phases
 

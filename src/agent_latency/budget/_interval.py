@@ -26,6 +26,8 @@ PHASE_COMPONENT = {
     "prefill": PREFILL,
     "output_generation": OUTPUT_GENERATION,
     "tail": NETWORK_OVERHEAD,
+    # The client's own work after the response's last byte (an SDK parsing a final event).
+    "client_tail": OTHER,
     "tool": TOOL_EXECUTION,
     "network": NETWORK_OVERHEAD,
     "other": OTHER,

@@ -1,8 +1,9 @@
 """The provider-neutral LLM-call core: provider modules only describe endpoints and chunk shapes.
 
-``Endpoint`` says how to read one endpoint's chunks and responses; ``_invoke``'s
-``method_wrapper`` and ``manager_wrapper`` turn it into wrapt wrappers; ``patch``/``unpatch``
-apply a provider's table of ``(module, "Class.method", wrapper)`` with matched wrap and unwrap.
+``Endpoint`` says how to read one endpoint's chunks and responses; ``_invoke.call_wrapper``
+turns it into a wrapt wrapper for a method or a module-level function (``_stainless`` adds
+what the openai and anthropic SDKs share); ``patch``/``unpatch`` apply a provider's table of
+``(module, "Class.method" or "function", wrapper)`` with matched wrap and unwrap.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from wrapt import wrap_function_wrapper
 
 from ..._log import logger
 from . import _network
-from ._call import Endpoint, Info, LLMCall
+from ._call import Endpoint, Info, LLMCall, Settings, StreamState
 
+#: ``(module, "Class.method" or "function", wrapper)``.
 Target = tuple[str, str, Any]
 
 
 def patch(targets: list[Target]) -> list[tuple[Any, str]]:
-    """Wrap each target that exists in the installed SDK; returns what to unwrap."""
+    """Wrap each target that exists in the installed library; returns what to unwrap."""
     done: list[tuple[Any, str]] = []
     for module_name, attribute, wrapper in targets:
         try:
@@ -30,7 +32,7 @@ def patch(targets: list[Target]) -> list[tuple[Any, str]]:
         except ImportError:
             continue
         owner_name, _, method = attribute.rpartition(".")
-        owner = getattr(module, owner_name, None)
+        owner = getattr(module, owner_name, None) if owner_name else module
         if owner is None or not hasattr(owner, method):
             logger.debug("agent-latency: %s.%s not found; not wrapped", module_name, attribute)
             continue
@@ -49,6 +51,7 @@ def unpatch(done: list[tuple[Any, str]]) -> None:
 
 
 def int_or_none(value: Any) -> int | None:
+    """``value`` when it is an int (not a bool), else None: usage fields of any shape."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -64,18 +67,20 @@ class LLMInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def instrumentation_dependencies(self) -> Collection[str]:
         return self._instruments
 
-    def targets(self) -> list[Any]:
-        """``(module, "Class.method", wrapper)`` triples to patch."""
+    def targets(self, settings: Settings) -> list[Target]:
+        """``(module, "Class.method" or "function", wrapper)`` triples to patch."""
         raise NotImplementedError
 
     def _instrument(self, **kwargs: Any) -> None:
+        # Settings are read here, once: not per call.
+        settings = Settings.from_instrument_kwargs(kwargs)
         _network.acquire()
-        self._done = patch(self.targets())
+        self._done = patch(self.targets(settings))
 
     def _uninstrument(self, **kwargs: Any) -> None:
         unpatch(getattr(self, "_done", []))
         _network.release()
 
 
-__all__ = ["Endpoint", "Info", "LLMCall", "LLMInstrumentor", "Target", "int_or_none", "patch",
-           "unpatch"]
+__all__ = ["Endpoint", "Info", "LLMCall", "LLMInstrumentor", "Settings", "StreamState", "Target",
+           "int_or_none", "patch", "unpatch"]

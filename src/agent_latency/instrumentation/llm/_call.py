@@ -4,46 +4,102 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from time import perf_counter
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, Tracer
 
 from ... import semconv
+from ..._env import capture_content, env_flag
 from ..._log import internal_error
-from ..._scope import tracer
+from ..._scope import tracer as global_tracer
+from ..._version import __version__
+from ._instruments import Instruments, global_instruments
 from ._network import Attempt
 
 # How the call ends; ``deferred`` means a stream or an unread response was handed out.
 _OPEN, _DEFERRED, _DONE = 0, 1, 2
 
 
-class Endpoint:
-    """What a provider module tells the core about one endpoint.
+class StreamState(Protocol):
+    """What an endpoint's per-chunk hook sees of a stream (``_stream._Chunks``).
 
-    ``observe(call, chunk) -> bool`` runs per streamed chunk and says whether the chunk
-    carries output (content, reasoning or tool-call arguments); it keeps references to the
-    chunks that hold metadata (model, usage, finish reasons) — attribute access only.
-    ``from_response(call, obj)`` and ``from_stream(call)`` fill ``call.info`` at the end.
+    ``content`` is a list to append output text to when capture is on (else None);
+    ``meta_chunk`` (finish reasons, the final event) and ``usage_chunk`` are for the hook to
+    keep a reference to — attribute access only, no copies.
     """
 
-    __slots__ = ("from_response", "from_stream", "input_messages", "observe", "operation",
-                 "output_messages", "provider", "server_timing", "streams")
+    content: list[str] | None
+    meta_chunk: Any
+    usage_chunk: Any
 
-    def __init__(self, provider: str, operation: str, *, observe: Any = None,
-                 from_response: Any = None, from_stream: Any = None,
-                 input_messages: Any = None, output_messages: Any = None,
-                 server_timing: Any = None, streams: bool = True) -> None:
-        self.provider = provider
-        self.operation = operation
-        self.observe = observe
-        self.from_response = from_response
-        self.from_stream = from_stream
-        self.input_messages = input_messages
-        self.output_messages = output_messages
-        self.server_timing = server_timing
-        self.streams = streams
+
+#: ``observe(state, chunk) -> bool``: runs per streamed chunk; True when the chunk carries
+#: output (content, reasoning, a tool call or its arguments).
+Observe = Callable[[StreamState, Any], bool]
+#: ``from_response(call, obj)``: fill ``call.info`` from a whole response.
+FromResponse = Callable[["LLMCall", Any], None]
+#: ``from_stream(call)``: fill ``call.info`` from the chunks the stream kept.
+FromStream = Callable[["LLMCall"], None]
+#: ``input_messages(request)``: the request's messages in the GenAI conventions' shape.
+InputMessages = Callable[[Mapping[str, Any]], list[dict[str, Any]]]
+#: ``server_timing(call, headers)``: timings the server disclosed in response headers.
+ServerTiming = Callable[["LLMCall", Mapping[str, str]], None]
+
+
+@dataclass(slots=True)
+class Endpoint:
+    """What a provider module tells the core about one endpoint: its names and readers."""
+
+    provider: str
+    operation: str
+    observe: Observe | None = None
+    from_response: FromResponse | None = None
+    from_stream: FromStream | None = None
+    input_messages: InputMessages | None = None
+    server_timing: ServerTiming | None = None
+    streams: bool = True
+
+
+class Settings:
+    """What an instrumentor read once, at ``instrument()`` time: where spans and metrics go,
+    whether content is captured, ``traceparent`` injected and phase spans made.
+
+    Without an explicit ``tracer_provider`` / ``meter_provider`` the global ones are used
+    as they are when each call starts (a program may set them after ``instrument()``).
+    """
+
+    __slots__ = ("_instruments", "_tracer", "capture", "phase_spans", "propagate")
+
+    def __init__(self, *, tracer_provider: Any = None, meter_provider: Any = None,
+                 capture: bool | None = None, propagate: bool | None = None,
+                 phase_spans: bool | None = None) -> None:
+        self.capture = capture_content() if capture is None else capture
+        self.propagate = (env_flag(semconv.ENV_PROPAGATE, True) if propagate is None
+                          else propagate)
+        self.phase_spans = (env_flag(semconv.ENV_PHASE_SPANS, True) if phase_spans is None
+                            else phase_spans)
+        self._tracer = (tracer_provider.get_tracer("agent_latency", __version__)
+                        if tracer_provider is not None else None)
+        self._instruments = (Instruments(meter_provider) if meter_provider is not None
+                             else None)
+
+    @classmethod
+    def from_instrument_kwargs(cls, kwargs: Mapping[str, Any]) -> Settings:
+        """Settings from ``BaseInstrumentor.instrument(**kwargs)``."""
+        return cls(tracer_provider=kwargs.get("tracer_provider"),
+                   meter_provider=kwargs.get("meter_provider"))
+
+    def tracer(self) -> Tracer:
+        """The tracer spans start on."""
+        return self._tracer if self._tracer is not None else global_tracer()
+
+    def instruments(self) -> Instruments:
+        """The histograms calls are recorded on."""
+        return self._instruments if self._instruments is not None else global_instruments()
 
 
 class Info:
@@ -74,22 +130,25 @@ class LLMCall:
     __slots__ = (
         "__weakref__", "attempts", "capture", "chunks", "content", "context", "endpoint",
         "first_chunk", "in_next", "info", "is_async", "kwargs", "last_chunk", "lock",
-        "meta_chunk", "model", "outputs", "propagate", "server_address", "server_port", "span",
-        "start_ns", "state", "stream", "streaming", "t_call", "t_chunk", "t_first",
-        "t_first_chunk", "t_last", "t_return", "usage_chunk",
+        "meta_chunk", "model", "outputs", "propagate", "provider", "server_address",
+        "server_port", "settings", "span", "start_ns", "state", "stream", "streaming", "t_call",
+        "t_chunk", "t_first", "t_first_chunk", "t_last", "t_return", "usage_chunk",
     )
 
-    def __init__(self, endpoint: Endpoint, model: str, kwargs: dict[str, Any], *,
-                 streaming: bool, propagate: bool, capture: bool,
-                 server: tuple[str | None, int | None] = (None, None)) -> None:
+    def __init__(self, endpoint: Endpoint, settings: Settings, model: str,
+                 kwargs: Mapping[str, Any], *, streaming: bool,
+                 server: tuple[str | None, int | None] = (None, None),
+                 provider: str | None = None) -> None:
         self.t_call = perf_counter()
         self.start_ns = time.time_ns()
         self.endpoint = endpoint
+        self.settings = settings
+        self.provider = provider or endpoint.provider
         self.model = model
         self.kwargs = kwargs
         self.streaming = streaming
-        self.propagate = propagate
-        self.capture = capture
+        self.propagate = settings.propagate
+        self.capture = capture = settings.capture
         self.server_address, self.server_port = server
         self.attempts: list[Attempt] = []
         self.chunks = self.outputs = 0
@@ -111,7 +170,8 @@ class LLMCall:
         self.lock = threading.Lock()
         attrs: dict[str, Any] = {
             semconv.GEN_AI_OPERATION_NAME: endpoint.operation,
-            semconv.GEN_AI_PROVIDER_NAME: endpoint.provider,
+            semconv.GEN_AI_PROVIDER_NAME: self.provider,
+            semconv.GEN_AI_REQUEST_STREAM: streaming,
             semconv.LLM_STREAMING: streaming,
         }
         if model:
@@ -128,8 +188,8 @@ class LLMCall:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 attrs[attr] = value
         name = f"{endpoint.operation} {model}" if model else endpoint.operation
-        self.span = tracer().start_span(name, kind=SpanKind.CLIENT, attributes=attrs,
-                                        start_time=self.start_ns)
+        self.span = settings.tracer().start_span(name, kind=SpanKind.CLIENT,
+                                                 attributes=attrs, start_time=self.start_ns)
         self.context = trace.set_span_in_context(self.span)
 
     # -- HTTP attempts -------------------------------------------------------------

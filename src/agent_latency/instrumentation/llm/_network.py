@@ -65,8 +65,8 @@ class Attempt:
 
     __slots__ = ("connect", "error", "host", "port", "request_id", "response", "reused",
                  "rtt", "rtt_source", "sock", "status", "t_body_done", "t_closed",
-                 "t_connect", "t_headers", "t_return", "t_send", "t_sent", "t_start",
-                 "t_tls", "tls", "on_closed")
+                 "t_connect", "t_headers", "t_received", "t_return", "t_send", "t_sent",
+                 "t_start", "t_tls", "tls", "on_closed")
 
     def __init__(self, host: str, port: int, on_closed: Any = None) -> None:
         self.t_start = perf_counter()
@@ -82,6 +82,7 @@ class Attempt:
         self.t_body_done: float | None = None
         self.t_closed: float | None = None
         self.t_return: float | None = None
+        self.t_received: float | None = None  # the last body bytes of a streamed response
         self.reused = True
         self.sock: Any = None
         self.rtt = 0.0
@@ -242,16 +243,80 @@ def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if attempt is not None:
             attempt.failed(exc)
         raise
-    return _got_response(attempt, response)
+    return _got_response(attempt, response, kwargs.get("stream", False), False)
 
 
-def _got_response(attempt: Attempt | None, response: Any) -> Any:
+def _got_response(attempt: Attempt | None, response: Any, streamed: bool,
+                  is_async: bool) -> Any:
     if attempt is not None:
         try:
             attempt.got_response(response)
+            if streamed:
+                _time_body(response, attempt, is_async)
         except Exception:  # noqa: BLE001
             internal_error("network.got_response")
     return response
+
+
+# -- when the last bytes of a streamed body arrived ------------------------------------------
+# httpcore's trace events say when the body was read to its end, which for a stream is when
+# the SDK asks past its final event: after it has parsed that event (0.4 s for a Responses
+# ``response.completed`` in openai 3.x).  The time of the last bytes tells the wire's tail
+# from the client's.  One timestamp per network read; the byte stream stays the library's own
+# type (httpx checks it with isinstance).
+_timed_types: dict[tuple[str, bool], type] = {}
+
+
+def _timed_type(library: str, is_async: bool) -> type:
+    key = (library, is_async)
+    cls = _timed_types.get(key)
+    if cls is not None:
+        return cls
+    module = sys.modules[library]
+    if is_async:
+        class TimedAsyncBody(module.AsyncByteStream):  # type: ignore[name-defined,misc]
+            __slots__ = ("_attempt", "_stream")
+
+            def __init__(self, stream: Any, attempt: Attempt) -> None:
+                self._stream = stream
+                self._attempt = attempt
+
+            async def __aiter__(self) -> Any:
+                attempt = self._attempt
+                async for chunk in self._stream:
+                    attempt.t_received = perf_counter()
+                    yield chunk
+
+            async def aclose(self) -> None:
+                await self._stream.aclose()
+
+        cls = TimedAsyncBody
+    else:
+        class TimedSyncBody(module.SyncByteStream):  # type: ignore[name-defined,misc]
+            __slots__ = ("_attempt", "_stream")
+
+            def __init__(self, stream: Any, attempt: Attempt) -> None:
+                self._stream = stream
+                self._attempt = attempt
+
+            def __iter__(self) -> Any:
+                attempt = self._attempt
+                for chunk in self._stream:
+                    attempt.t_received = perf_counter()
+                    yield chunk
+
+            def close(self) -> None:
+                self._stream.close()
+
+        cls = TimedSyncBody
+    _timed_types[key] = cls
+    return cls
+
+
+def _time_body(response: Any, attempt: Attempt, is_async: bool) -> None:
+    library = type(response).__module__.partition(".")[0]
+    if library in ("httpx", "httpx2"):
+        response.stream = _timed_type(library, is_async)(response.stream, attempt)
 
 
 async def async_send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -266,7 +331,7 @@ async def async_send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any
         if attempt is not None:
             attempt.failed(exc)
         raise
-    return _got_response(attempt, response)
+    return _got_response(attempt, response, kwargs.get("stream", False), True)
 
 
 # -- the send patch, shared by the httpx, openai and anthropic instrumentors ----------------

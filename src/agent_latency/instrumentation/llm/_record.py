@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from opentelemetry import metrics
 from opentelemetry.trace import Status, StatusCode
 
 from ... import semconv
-from ..._env import env_flag
 from ..._log import internal_error
-from ..._scope import tracer
 from ...budget import CallMarks, CallPhases, call_phases, split_server_time
 from . import _rates
 from ._network import RTT_NONE
@@ -30,24 +27,20 @@ def compute_phases(call: LLMCall, t_end: float) -> tuple[CallPhases, float, str,
         t_sent = final.t_sent if final.t_sent is not None else t_send
         connect, tls = final.connect, final.tls
         rtt, rtt_source, reused = final.rtt, final.rtt_source, final.reused
-        server_end = final.t_body_done or final.t_return or t_end
+        # The last byte: seen by the timed body stream, else the end of the body read,
+        # else, for a body read inside ``send``, the return of ``send`` (a stream without
+        # either keeps its whole tail as network).
+        t_received = final.t_received or final.t_body_done
+        if t_received is None and call.t_first is None:
+            t_received = final.t_return
     else:
         retry, t_send, t_sent, connect, tls = 0.0, t_call, t_call, 0.0, 0.0
         rtt, rtt_source, reused = 0.0, RTT_NONE, True
-        server_end = t_end
-    if call.t_first is not None:
-        marks = CallMarks(t_call=t_call, t_send=t_send, t_sent=t_sent, t_end=t_end,
-                          t_first=call.t_first, t_last=call.t_last, connect=connect,
-                          tls=tls, rtt=rtt, retry=retry)
-        return call_phases(marks), rtt, rtt_source, reused
-    # No output token seen: one server block, ending when the body was read; what follows
-    # (the SDK parsing the body) is client work.
-    server_end = min(max(server_end, t_sent), t_end)
-    marks = CallMarks(t_call=t_call, t_send=t_send, t_sent=t_sent, t_end=server_end,
-                      connect=connect, tls=tls, rtt=rtt, retry=retry)
-    phases = call_phases(marks)
-    phases.client += t_end - server_end
-    return phases, rtt, rtt_source, reused
+        t_received = None
+    marks = CallMarks(t_call=t_call, t_send=t_send, t_sent=t_sent, t_end=t_end,
+                      t_first=call.t_first, t_last=call.t_last, connect=connect, tls=tls,
+                      rtt=rtt, retry=retry, t_received=t_received)
+    return call_phases(marks), rtt, rtt_source, reused
 
 
 def _split(call: LLMCall, phases: CallPhases) -> None:
@@ -59,7 +52,7 @@ def _split(call: LLMCall, phases: CallPhases) -> None:
                           server_prefill=info.server_prefill,
                           server_generation=info.server_generation)
         return
-    prefill_tps, output_tps = _rates.rates(call.endpoint.provider, model)
+    prefill_tps, output_tps = _rates.rates(call.provider, model)
     split_server_time(phases, input_tokens=info.input_tokens or 0,
                       output_tokens=info.output_tokens or 0,
                       prefill_tps=prefill_tps, output_tps=output_tps)
@@ -92,7 +85,7 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
         # Without a usage chunk (OpenAI streams without ``include_usage``) the output chunks
         # stand in for output tokens: about one token each, good enough to split a later
         # non-streaming call's server block, which is marked estimated anyway.
-        _rates.observe(endpoint.provider, info.response_model or call.model,
+        _rates.observe(call.provider, info.response_model or call.model,
                        input_tokens=info.input_tokens or 0,
                        output_tokens=info.output_tokens or call.outputs,
                        prefill=phases.prefill, output_generation=phases.output_generation)
@@ -142,7 +135,7 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
         if not isinstance(error, (GeneratorExit,)):
             span.record_exception(error)
     span.set_attributes(attrs)
-    if env_flag(semconv.ENV_PHASE_SPANS, True):
+    if call.settings.phase_spans:
         _phase_spans(call, phases, end_ns)
     span.end(end_time=end_ns)
     _metrics(call, duration, phases, attrs, error, per_chunk)
@@ -209,7 +202,7 @@ def _phase_spans(call: LLMCall, phases: CallPhases, end_ns: int) -> None:
     most, each without attributes, keeps the per-call cost down.
     """
     ctx = call.context
-    start_span = tracer().start_span
+    start_span = call.settings.tracer().start_span
     to_ns = 1e9
     cursor = call.start_ns + round((phases.retry + phases.client) * to_ns)
     for name, seconds in ((semconv.SPAN_NETWORK, phases.dns + phases.connect + phases.tls
@@ -223,58 +216,12 @@ def _phase_spans(call: LLMCall, phases: CallPhases, end_ns: int) -> None:
         cursor = end
 
 
-# -- metrics (instruments follow the meter provider in effect) ---------------------------
-class _Instruments:
-    __slots__ = ("duration", "provider", "tokens", "tps", "tpoc", "ttfc", "ttft")
-
-    def __init__(self, provider: Any) -> None:
-        meter = provider.get_meter("agent_latency")
-        buckets = list(semconv.DURATION_BUCKETS)
-        self.provider = provider
-        self.duration = meter.create_histogram(
-            semconv.GEN_AI_CLIENT_OPERATION_DURATION, unit="s",
-            description="GenAI operation duration.", explicit_bucket_boundaries_advisory=buckets)
-        self.tokens = meter.create_histogram(
-            semconv.GEN_AI_CLIENT_TOKEN_USAGE, unit="{token}",
-            description="Number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=list(semconv.TOKEN_BUCKETS))
-        self.ttfc = meter.create_histogram(
-            semconv.GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK, unit="s",
-            description="Time to receive the first chunk of a streaming response.",
-            explicit_bucket_boundaries_advisory=buckets)
-        self.tpoc = meter.create_histogram(
-            semconv.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK, unit="s",
-            description="Mean time between output chunks of one streaming call "
-                        "(recorded once per call).",
-            explicit_bucket_boundaries_advisory=buckets)
-        self.ttft = meter.create_histogram(
-            semconv.METRIC_LLM_TIME_TO_FIRST_TOKEN, unit="s",
-            description="Time from the call to the first output token.",
-            explicit_bucket_boundaries_advisory=buckets)
-        self.tps = meter.create_histogram(
-            semconv.METRIC_LLM_OUTPUT_TOKENS_PER_SECOND, unit="{token}/s",
-            description="Output tokens per second of output generation.",
-            explicit_bucket_boundaries_advisory=list(semconv.TOKENS_PER_SECOND_BUCKETS))
-
-
-_instruments: _Instruments | None = None
-
-
-def instruments() -> _Instruments:
-    global _instruments
-    provider = metrics.get_meter_provider()
-    current = _instruments
-    if current is None or current.provider is not provider:
-        current = _instruments = _Instruments(provider)
-    return current
-
-
 def _metrics(call: LLMCall, duration: float, phases: CallPhases, attrs: dict[str, Any],
              error: BaseException | None, per_chunk: float | None) -> None:
-    inst = instruments()
+    inst = call.settings.instruments()
     base: dict[str, Any] = {
         semconv.GEN_AI_OPERATION_NAME: call.endpoint.operation,
-        semconv.GEN_AI_PROVIDER_NAME: call.endpoint.provider,
+        semconv.GEN_AI_PROVIDER_NAME: call.provider,
     }
     for key, value in ((semconv.GEN_AI_REQUEST_MODEL, call.model),
                        (semconv.GEN_AI_RESPONSE_MODEL, call.info.response_model),

@@ -1,4 +1,6 @@
-"""Proxies over what an SDK hands back before the response is finished.
+"""Proxies over streams an LLM call hands back before its response is finished: SDK stream
+objects, plain sync/async generators and iterators (litellm's stream wrapper, google-genai's
+generators).
 
 Per streamed chunk the proxy takes one timestamp, bumps a counter and asks the endpoint's
 ``observe`` whether the chunk carries output (attribute access only); no OpenTelemetry call
@@ -10,15 +12,16 @@ proxy being garbage-collected after a ``break`` (then it ends at the last chunk 
 
 from __future__ import annotations
 
-import inspect
 import weakref
 from time import perf_counter
 from typing import Any
 
+from opentelemetry import context as otel_context
 from wrapt import ObjectProxy
 
 from ..._log import internal_error
 from ._call import LLMCall, abandon_call
+from ._network import CURRENT
 
 
 def _guard(obj: Any, call: LLMCall) -> Any:
@@ -157,8 +160,45 @@ class _AsyncChunks(_Chunks):
         return chunk
 
 
+class _LazySyncChunks(_SyncChunks):
+    """The first chunk of a stream whose request has not been sent yet (a library that sends
+    on the first ``next()``, as litellm's Anthropic path does): the call is current while it
+    is fetched, so its HTTP attempt is seen and carries ``traceparent``.  Then the object
+    becomes a plain :class:`_SyncChunks` (same slots), and later chunks pay nothing."""
+
+    __slots__ = ()
+
+    def __next__(self) -> Any:
+        call = self.call
+        token = CURRENT.set(call)
+        ctx_token = otel_context.attach(call.context)
+        try:
+            self.__class__ = _SyncChunks
+            return _SyncChunks.__next__(self)
+        finally:
+            otel_context.detach(ctx_token)
+            CURRENT.reset(token)
+
+
+class _LazyAsyncChunks(_AsyncChunks):
+    """:class:`_LazySyncChunks` for async streams."""
+
+    __slots__ = ()
+
+    async def __anext__(self) -> Any:
+        call = self.call
+        token = CURRENT.set(call)
+        ctx_token = otel_context.attach(call.context)
+        try:
+            self.__class__ = _AsyncChunks
+            return await _AsyncChunks.__anext__(self)
+        finally:
+            otel_context.detach(ctx_token)
+            CURRENT.reset(token)
+
+
 class SyncStream(ObjectProxy):  # type: ignore[misc]
-    """A sync SDK stream (``openai.Stream``, ``anthropic.Stream``) with first-token timing.
+    """A sync stream (``openai.Stream``, a generator, an iterator) with first-token timing.
 
     ``iter()`` hands out the slots iterator, so a ``for`` loop never touches the proxy per
     chunk; everything else (``response``, ``isinstance``) is the SDK stream's.
@@ -169,7 +209,8 @@ class SyncStream(ObjectProxy):  # type: ignore[misc]
         self._self_call = call
         # The iterator outlives the proxy in ``for chunk in client...create(stream=True)``;
         # its __del__ ends a call nobody finished.
-        self._self_chunks = _SyncChunks(call, _sdk_next(wrapped, "__next__"))
+        chunks = _LazySyncChunks if not call.attempts else _SyncChunks
+        self._self_chunks = chunks(call, _sdk_next(wrapped, "__next__"))
         call.defer()
 
     def __iter__(self) -> Any:
@@ -201,7 +242,8 @@ class AsyncStream(ObjectProxy):  # type: ignore[misc]
     def __init__(self, wrapped: Any, call: LLMCall) -> None:
         super().__init__(wrapped)
         self._self_call = call
-        self._self_chunks = _AsyncChunks(call, _sdk_next(wrapped, "__anext__"))
+        chunks = _LazyAsyncChunks if not call.attempts else _AsyncChunks
+        self._self_chunks = chunks(call, _sdk_next(wrapped, "__anext__"))
         call.defer()
 
     def __aiter__(self) -> Any:
@@ -212,7 +254,8 @@ class AsyncStream(ObjectProxy):  # type: ignore[misc]
 
     async def close(self) -> Any:
         try:
-            return await self.__wrapped__.close()
+            closer = getattr(self.__wrapped__, "close", None) or self.__wrapped__.aclose
+            return await closer()
         finally:
             self._self_call.finish()
 
@@ -235,94 +278,21 @@ class AsyncStream(ObjectProxy):  # type: ignore[misc]
 
 
 def is_sync_stream(obj: Any) -> bool:
-    # Type-level checks first: a missing attribute on a pydantic model is slow to look up.
-    return hasattr(type(obj), "__next__") and hasattr(obj, "response")
+    """A sync stream: its type defines ``__next__`` (a pydantic model only ``__iter__``)."""
+    return hasattr(type(obj), "__next__")
 
 
 def is_async_stream(obj: Any) -> bool:
-    return hasattr(type(obj), "__anext__") and hasattr(obj, "response")
+    """An async stream: its type defines ``__anext__``."""
+    return hasattr(type(obj), "__anext__")
 
 
 def wrap_stream(obj: Any, call: LLMCall) -> Any:
-    """Our proxy around an SDK stream, or ``obj`` itself when it is not one.
+    """Our proxy around a stream, or ``obj`` itself when it is not one.
 
-    Sync or async follows the call (other instrumentations' stream proxies may define both
-    ``__next__`` and ``__anext__``).
+    Sync or async follows the call (other instrumentations' stream proxies, and litellm's
+    stream wrapper, define both ``__next__`` and ``__anext__``).
     """
     if call.is_async:
         return AsyncStream(obj, call) if is_async_stream(obj) else obj
     return SyncStream(obj, call) if is_sync_stream(obj) else obj
-
-
-class RawResponse(ObjectProxy):  # type: ignore[misc]
-    """``with_raw_response`` / ``with_streaming_response`` results: ``parse()`` is watched.
-
-    A streaming body parses into an SDK stream, which gets our stream proxy; an unread
-    non-streaming body ends the call when ``parse()`` has read it; ``close()`` ends it too
-    (through the ``response_closed`` event of the HTTP stack, or here).
-    """
-
-    def __init__(self, wrapped: Any, call: LLMCall) -> None:
-        super().__init__(wrapped)
-        self._self_call = call
-        self._self_parsed: dict[int, Any] = {}
-        call.defer()
-        self._self_finalizer = _guard(self, call)
-
-    def _self_handle(self, result: Any) -> Any:
-        try:
-            seen = self._self_parsed.get(id(result))
-            if seen is not None:
-                return seen
-            wrapped = wrap_stream(result, self._self_call)
-            if wrapped is result:
-                self._self_call.finish(None, None, result)
-            else:
-                self._self_parsed[id(result)] = wrapped
-            return wrapped
-        except Exception:  # noqa: BLE001
-            internal_error("llm.raw_response")
-            return result
-
-    def parse(self, *args: Any, **kwargs: Any) -> Any:
-        call = self._self_call
-        call.in_next = True  # reading the body closes the response: we end the call here
-        try:
-            result = self.__wrapped__.parse(*args, **kwargs)
-        except BaseException as exc:
-            call.in_next = False
-            call.finish(None, exc)
-            raise
-        call.in_next = False
-        if inspect.isawaitable(result):
-            return self._self_aparse(result)
-        return self._self_handle(result)
-
-    async def _self_aparse(self, awaitable: Any) -> Any:
-        call = self._self_call
-        call.in_next = True
-        try:
-            result = await awaitable
-        except BaseException as exc:
-            call.in_next = False
-            call.finish(None, exc)
-            raise
-        call.in_next = False
-        return self._self_handle(result)
-
-    def close(self) -> Any:
-        try:
-            result = self.__wrapped__.close()
-        except BaseException:
-            self._self_call.finish()
-            raise
-        if inspect.isawaitable(result):
-            return self._self_aclose(result)
-        self._self_call.finish()
-        return result
-
-    async def _self_aclose(self, awaitable: Any) -> Any:
-        try:
-            return await awaitable
-        finally:
-            self._self_call.finish()

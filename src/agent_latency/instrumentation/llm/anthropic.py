@@ -7,17 +7,18 @@ exists; it carries none of our attributes, so the budget counts the call once (o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ... import semconv
-from . import Endpoint, LLMCall, LLMInstrumentor, int_or_none
-from ._invoke import manager_wrapper, method_wrapper
+from . import Endpoint, LLMCall, LLMInstrumentor, Settings, StreamState, Target, int_or_none
+from ._stainless import manager_wrapper, method_wrapper, request_wrapper
 from .openai import tgi_headers
 
 _instruments = ("anthropic >= 0.30, < 3",)
 
 
-def _observe(call: LLMCall, event: Any) -> bool:
+def _observe(call: StreamState, event: Any) -> bool:
     kind = event.type
     if kind == "content_block_delta":
         if call.content is not None:
@@ -81,7 +82,7 @@ def _stream(call: LLMCall) -> None:
         _usage(call, getattr(meta, "usage", None), output_only=True)
 
 
-def _messages_in(kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+def _messages_in(kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     system = kwargs.get("system")
     if system:
@@ -98,13 +99,21 @@ MESSAGES = Endpoint(semconv.PROVIDER_ANTHROPIC, semconv.OPERATION_CHAT, observe=
                     server_timing=tgi_headers)
 
 
-def _targets() -> list[tuple[str, str, Any]]:
-    create, stream = method_wrapper(MESSAGES), manager_wrapper(MESSAGES)
-    targets = []
+#: The low-level layer's paths: ``client.post("/v1/messages", …)``.
+PATHS = {"/v1/messages": MESSAGES}
+
+
+def _targets(settings: Settings) -> list[Target]:
+    create = method_wrapper(MESSAGES, settings)
+    stream = manager_wrapper(MESSAGES, settings)
+    targets: list[Target] = []
     for module in ("anthropic.resources.messages", "anthropic.resources.beta.messages"):
         for cls in ("Messages", "AsyncMessages"):
             targets += [(module, f"{cls}.create", create), (module, f"{cls}.parse", create),
                         (module, f"{cls}.stream", stream)]
+    low_level = request_wrapper(PATHS, settings)
+    targets += [("anthropic._base_client", "SyncAPIClient.request", low_level),
+                ("anthropic._base_client", "AsyncAPIClient.request", low_level)]
     return targets
 
 
@@ -113,5 +122,5 @@ class AnthropicInstrumentor(LLMInstrumentor):
 
     _instruments = _instruments
 
-    def targets(self) -> list[Any]:
-        return _targets()
+    def targets(self, settings: Settings) -> list[Target]:
+        return _targets(settings)

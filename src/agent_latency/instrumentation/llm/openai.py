@@ -8,11 +8,12 @@ metrics are the shared core's (``instrumentation.llm``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ... import semconv
-from . import Endpoint, Info, LLMCall, LLMInstrumentor, int_or_none
-from ._invoke import method_wrapper
+from . import Endpoint, Info, LLMCall, LLMInstrumentor, Settings, StreamState, Target, int_or_none
+from ._stainless import method_wrapper, request_wrapper
 
 _instruments = ("openai >= 1.0, < 4",)
 
@@ -43,7 +44,7 @@ def _server_body_timing(info: Info, obj: Any, usage: Any) -> None:
             return
 
 
-def tgi_headers(call: LLMCall, headers: Any) -> None:
+def tgi_headers(call: LLMCall, headers: Mapping[str, str]) -> None:
     """TGI ``x-queue-time`` (ms): the server's queueing, reported beside prefill."""
     if call.info.server_queue is None:
         queue = headers.get("x-queue-time")
@@ -54,7 +55,7 @@ def tgi_headers(call: LLMCall, headers: Any) -> None:
                 pass
 
 
-def _messages_in(kwargs: dict[str, Any], key: str = "messages") -> list[dict[str, Any]]:
+def messages_in(kwargs: Mapping[str, Any], key: str = "messages") -> list[dict[str, Any]]:
     out = []
     for message in kwargs.get(key) or ():
         if isinstance(message, dict):
@@ -64,7 +65,7 @@ def _messages_in(kwargs: dict[str, Any], key: str = "messages") -> list[dict[str
 
 
 # -- chat completions ------------------------------------------------------------------------
-def _chat_observe(call: LLMCall, chunk: Any) -> bool:
+def _chat_observe(call: StreamState, chunk: Any) -> bool:
     choices = chunk.choices
     if choices:
         choice = choices[0]
@@ -98,7 +99,7 @@ def _chat_usage(info: Info, usage: Any) -> None:
         info.reasoning_tokens = int_or_none(getattr(details, "reasoning_tokens", None))
 
 
-def _chat_response(call: LLMCall, obj: Any) -> None:
+def chat_response(call: LLMCall, obj: Any) -> None:
     info = call.info
     info.response_model = getattr(obj, "model", None)
     info.response_id = getattr(obj, "id", None)
@@ -111,7 +112,7 @@ def _chat_response(call: LLMCall, obj: Any) -> None:
         info.output_text = getattr(choices[0].message, "content", None)
 
 
-def _chat_stream(call: LLMCall) -> None:
+def chat_stream(call: LLMCall) -> None:
     info = call.info
     for chunk in (call.usage_chunk, call.meta_chunk, call.first_chunk):
         if chunk is not None:
@@ -125,8 +126,8 @@ def _chat_stream(call: LLMCall) -> None:
 
 
 CHAT = Endpoint(semconv.PROVIDER_OPENAI, semconv.OPERATION_CHAT, observe=_chat_observe,
-                from_response=_chat_response, from_stream=_chat_stream,
-                input_messages=_messages_in, server_timing=tgi_headers)
+                from_response=chat_response, from_stream=chat_stream,
+                input_messages=messages_in, server_timing=tgi_headers)
 
 
 # -- Responses ---------------------------------------------------------------------------------
@@ -140,12 +141,19 @@ _RESPONSES_OUTPUT = frozenset({
 _RESPONSES_FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
-def _responses_observe(call: LLMCall, event: Any) -> bool:
+# Output items that are output the moment they are added: a function call's name is the
+# model's first output token of that item (its arguments follow as deltas).
+_RESPONSES_CALL_ITEMS = frozenset({"function_call", "custom_tool_call", "mcp_call"})
+
+
+def _responses_observe(call: StreamState, event: Any) -> bool:
     kind = event.type
     if kind in _RESPONSES_OUTPUT:
         if call.content is not None and kind == "response.output_text.delta":
             call.content.append(event.delta)
         return True
+    if kind == "response.output_item.added":
+        return getattr(event.item, "type", None) in _RESPONSES_CALL_ITEMS
     if kind in _RESPONSES_FINAL:
         call.meta_chunk = event
     return False
@@ -186,7 +194,7 @@ def _responses_stream(call: LLMCall) -> None:
             return
 
 
-def _responses_in(kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+def _responses_in(kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if isinstance(kwargs.get("instructions"), str):
         out.append({"role": "system",
@@ -195,7 +203,7 @@ def _responses_in(kwargs: dict[str, Any]) -> list[dict[str, Any]]:
     if isinstance(data, str):
         out.append({"role": "user", "parts": [{"type": "text", "content": data}]})
     elif isinstance(data, list):
-        out.extend(_messages_in({"messages": data}))
+        out.extend(messages_in({"messages": data}))
     return out
 
 
@@ -223,9 +231,14 @@ _BETA_CHAT_MODULE = "openai.resources.beta.chat.completions"
 _RESPONSES_MODULE = "openai.resources.responses"
 
 
-def _targets() -> list[tuple[str, str, Any]]:
-    chat, responses = method_wrapper(CHAT), method_wrapper(RESPONSES)
-    embeddings = method_wrapper(EMBEDDINGS)
+#: The low-level layer's paths: ``client.post("/chat/completions", …)`` as litellm does.
+PATHS = {"/chat/completions": CHAT, "/responses": RESPONSES, "/embeddings": EMBEDDINGS}
+
+
+def _targets(settings: Settings) -> list[Target]:
+    chat, responses = method_wrapper(CHAT, settings), method_wrapper(RESPONSES, settings)
+    embeddings = method_wrapper(EMBEDDINGS, settings)
+    low_level = request_wrapper(PATHS, settings)
     return [
         (_CHAT_MODULE, "Completions.create", chat),
         (_CHAT_MODULE, "AsyncCompletions.create", chat),
@@ -240,6 +253,8 @@ def _targets() -> list[tuple[str, str, Any]]:
         (_RESPONSES_MODULE, "AsyncResponses.parse", responses),
         ("openai.resources.embeddings", "Embeddings.create", embeddings),
         ("openai.resources.embeddings", "AsyncEmbeddings.create", embeddings),
+        ("openai._base_client", "SyncAPIClient.request", low_level),
+        ("openai._base_client", "AsyncAPIClient.request", low_level),
     ]
 
 
@@ -248,5 +263,5 @@ class OpenAIInstrumentor(LLMInstrumentor):
 
     _instruments = _instruments
 
-    def targets(self) -> list[Any]:
-        return _targets()
+    def targets(self, settings: Settings) -> list[Target]:
+        return _targets(settings)
