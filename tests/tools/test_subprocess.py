@@ -391,3 +391,30 @@ class TestTraceContextInTheChildEnvironment:
         finally:
             instrumentor.uninstrument()
         assert (traceparent, count) == ("None", 0)
+
+
+class TestLibraryProbes:
+    """Processes the runtime or an SDK starts for itself are not tools."""
+
+    def test_platform_probe_is_not_a_tool(self, subprocess_spans):
+        import platform
+
+        probe = getattr(platform, "_Processor", None)
+        if probe is None or not hasattr(probe, "from_subprocess"):
+            pytest.skip("this Python's platform module does not spawn uname")
+        with agent_latency.task("t"):
+            probe.from_subprocess()
+            subprocess.run(["true"])
+        assert [s.name for s in tool_spans(subprocess_spans)] == ["execute_tool true"]
+        task = subprocess_spans.span("invoke_agent t")
+        assert task.attributes[semconv.budget_count("tool_calls")] == 1
+
+    def test_process_started_while_an_llm_call_is_sent_is_not_a_tool(self, subprocess_spans):
+        from agent_latency.instrumentation.llm._network import CURRENT
+
+        token = CURRENT.set(object())
+        try:
+            subprocess.run(["true"])
+        finally:
+            CURRENT.reset(token)
+        assert tool_spans(subprocess_spans) == []

@@ -440,7 +440,7 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     # Popen._execute_child(self, args, executable, ..., env, ..., shell, ...)
     def _execute_child(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
                        kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
+        if not is_instrumentation_enabled() or library_probe():
             return wrapped(*args, **kwargs)
         span = None
         try:
@@ -539,6 +539,30 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         except Exception:  # noqa: BLE001
             internal_error("subprocess.os_system.after")
         return status
+
+
+# Modules whose processes are the Python runtime's own probes, not tools: ``platform``
+# spawns ``uname -p`` the first time anything (the openai SDK's first request) asks.
+_PROBE_MODULES = frozenset({"platform", "ctypes.util", "uuid"})
+_PROBE_DEPTH = 12
+
+
+def library_probe() -> bool:
+    """Whether the process being started is a library's own, not the program's tool: one
+    started while an LLM call of ours is being sent (an SDK's platform probe), or by a
+    module of :data:`_PROBE_MODULES`.  Looked up once per spawn (about a microsecond)."""
+    from ..llm._network import CURRENT
+
+    if CURRENT.get() is not None:
+        return True
+    frame = sys._getframe(2)
+    for _ in range(_PROBE_DEPTH):
+        if frame is None:
+            return False
+        if frame.f_globals.get("__name__") in _PROBE_MODULES:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _join(argv: list[str]) -> str:
