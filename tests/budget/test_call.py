@@ -70,10 +70,14 @@ class TestCallPhases:
 
 
 marks_st = st.builds(
-    lambda t, d: CallMarks(t_call=t[0], t_send=t[1], t_sent=t[2], t_first=t[3], t_last=t[4],
-                           t_end=t[5], dns=d[0], connect=d[1], tls=d[2], rtt=d[3], retry=d[4]),
+    lambda t, d, received, streamed: CallMarks(
+        t_call=t[0], t_send=t[1], t_sent=t[2], t_first=t[3] if streamed else None,
+        t_last=t[4] if streamed else None, t_end=t[5], dns=d[0], connect=d[1], tls=d[2],
+        rtt=d[3], retry=d[4], t_received=received),
     st.tuples(*[st.floats(0, 100)] * 6),
     st.tuples(*[st.floats(0, 5)] * 5),
+    st.none() | st.floats(0, 100),
+    st.booleans(),
 )
 
 
@@ -83,6 +87,31 @@ def test_phases_are_non_negative_and_sum_to_duration(marks):
     p = call_phases(marks)
     assert all(v >= 0 for _, v in p.items())
     assert p.total == pytest.approx(max(marks.t_end - marks.t_call, 0), abs=1e-9)
+
+
+class TestLastByte:
+    """Only the wire's tail is network; the client's work after the last byte is other."""
+
+    def test_stream_tail_splits_at_the_last_byte(self):
+        p = call_phases(CallMarks(t_call=0.0, t_send=0.0, t_sent=0.0, t_first=0.1, t_last=1.0,
+                                  t_end=1.5, t_received=1.02))
+        assert p.tail == pytest.approx(0.02)
+        assert p.client_tail == pytest.approx(0.48)
+
+    def test_last_byte_before_last_token_leaves_no_wire_tail(self):
+        p = call_phases(CallMarks(t_call=0.0, t_send=0.0, t_sent=0.0, t_first=0.1, t_last=1.0,
+                                  t_end=1.2, t_received=0.9))
+        assert p.tail == 0 and p.client_tail == pytest.approx(0.2)
+
+    def test_non_streaming_body_parse_is_client_tail(self):
+        p = call_phases(CallMarks(t_call=0.0, t_send=0.0, t_sent=0.0, t_end=1.0,
+                                  t_received=0.6))
+        assert p.prefill == pytest.approx(0.6) and p.client_tail == pytest.approx(0.4)
+
+    def test_unknown_last_byte_keeps_the_whole_tail_as_network(self):
+        p = call_phases(CallMarks(t_call=0.0, t_send=0.0, t_sent=0.0, t_first=0.1, t_last=1.0,
+                                  t_end=1.2))
+        assert p.tail == pytest.approx(0.2) and p.client_tail == 0
 
 
 class TestPartialRates:
