@@ -1,4 +1,4 @@
-"""An OpenAI- and Anthropic-compatible LLM server that knows the truth.
+"""An OpenAI-, Anthropic- and Gemini-compatible LLM server that knows the truth.
 
 It sleeps ``input_tokens / prefill_tps`` before the first token, emits output at
 ``output_tps`` on absolute deadlines, can add network delay and faults, and logs one

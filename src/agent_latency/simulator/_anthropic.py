@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -34,13 +33,6 @@ def parse_messages(body: dict[str, Any], state: ServerState) -> RequestInfo:
 
 def _tool_id(seg: Segment) -> str:
     return "toolu_" + seg.call_id.removeprefix("call_")
-
-
-def _tool_input(seg: Segment) -> Any:
-    try:
-        return json.loads(seg.text)
-    except ValueError:
-        return {}
 
 
 class MessagesEncoder:
@@ -99,7 +91,7 @@ class MessagesEncoder:
         """The non-streaming ``message`` object."""
         plan = self._gen.plan
         content = [{"type": "text", "text": s.text} if s.kind == "text" else
-                   {"type": "tool_use", "id": _tool_id(s), "name": s.name, "input": _tool_input(s)}
+                   {"type": "tool_use", "id": _tool_id(s), "name": s.name, "input": s.arguments()}
                    for s in plan.segments]
         return self._message(content, _STOP[plan.finish], plan.output_tokens)
 

@@ -10,6 +10,8 @@ from aiohttp import web
 
 from ._anthropic import MESSAGES
 from ._errors import error_response
+from ._gemini import VERSIONS as GEMINI_VERSIONS
+from ._gemini import generate_content
 from ._handler import ApiSpec, serve
 from ._misc_routes import embeddings, get_model, list_models
 from ._openai_chat import CHAT
@@ -69,5 +71,8 @@ def build_app(state: ServerState) -> web.Application:
     app.router.add_post("/v1/embeddings", _with_state(state, embeddings))
     app.router.add_get("/v1/models", _with_state(state, list_models))
     app.router.add_get("/v1/models/{model}", _with_state(state, get_model))
+    for version in GEMINI_VERSIONS:  # {target} is MODEL:generateContent / :streamGenerateContent
+        app.router.add_post(f"/{version}/models/{{target}}",
+                            _with_state(state, generate_content))
     app.router.add_get("/health", _health)
     return app

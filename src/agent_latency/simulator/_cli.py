@@ -17,7 +17,7 @@ PROG = "agent-latency simulate"
 def build_parser() -> argparse.ArgumentParser:
     """The simulator's argument parser."""
     p = argparse.ArgumentParser(
-        prog=PROG, description="OpenAI- and Anthropic-compatible LLM server with known "
+        prog=PROG, description="OpenAI-, Anthropic- and Gemini-compatible LLM server with known "
         "prefill time, sampling speed and network delay, logging the ground truth.")
     p.add_argument("--host", default="127.0.0.1", help="listen address (loopback only "
                    "unless --allow-remote)")

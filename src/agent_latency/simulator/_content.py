@@ -3,8 +3,8 @@
 Token counting is a fixed, documented approximation, not a real tokenizer:
 
 * input tokens = ceil(characters / 4) over every string value (not keys) found under the
-  request's prompt fields (``messages``, ``input``, ``instructions``, ``system``, ``prompt``)
-  and ``tools``; at least 1;
+  request's prompt fields (``messages``, ``input``, ``instructions``, ``system``, ``prompt``,
+  Gemini's ``contents`` and ``systemInstruction``) and ``tools``; at least 1;
 * output text is split into words with their leading whitespace, one token each;
 * tool-call arguments (compact JSON) are split into pieces of 4 characters, one token each.
 """
@@ -17,7 +17,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-PROMPT_FIELDS = ("messages", "input", "instructions", "system", "prompt", "tools")
+PROMPT_FIELDS = ("messages", "input", "instructions", "system", "prompt", "contents",
+                 "systemInstruction", "tools")
 
 _WORD = re.compile(r"\s*\S+")
 _FILLER = (
@@ -82,6 +83,8 @@ def schema_instance(schema: Any, depth: int = 0) -> Any:
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
+    if isinstance(kind, str):
+        kind = kind.lower()  # Gemini's OpenAPI schemas say "OBJECT", "STRING", ...
     if kind == "object" or "properties" in schema:
         props = schema.get("properties", {})
         return {k: schema_instance(v, depth + 1) for k, v in props.items()}

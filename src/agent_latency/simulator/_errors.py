@@ -1,4 +1,4 @@
-"""Error bodies in the shape each real API returns (OpenAI vs Anthropic)."""
+"""Error bodies in the shape each real API returns (OpenAI, Anthropic, Gemini)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ _ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                     404: "not_found_error", 405: "invalid_request_error",
                     413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
                     529: "overloaded_error"}
+_GEMINI_STATUSES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
+                    404: "NOT_FOUND", 405: "INVALID_ARGUMENT", 413: "INVALID_ARGUMENT",
+                    429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
 
 
 class ApiError(Exception):
@@ -33,9 +36,17 @@ def is_anthropic_path(path: str) -> bool:
     return path.startswith("/v1/messages")
 
 
+def is_gemini_path(path: str) -> bool:
+    """Gemini routes: a ``:method`` last segment, or a ``/v1beta/`` or ``/v1alpha/`` path."""
+    return ":" in path.rsplit("/", 1)[-1] or path.startswith(("/v1beta/", "/v1alpha/"))
+
+
 def error_body(path: str, status: int, message: str, param: str | None = None,
                request_id: str | None = None) -> dict[str, Any]:
     """The JSON error body the real API would send for ``status``."""
+    if is_gemini_path(path):
+        return {"error": {"code": status, "message": message,
+                          "status": _GEMINI_STATUSES.get(status, "UNKNOWN")}}
     if is_anthropic_path(path):
         body: dict[str, Any] = {"type": "error", "error": {
             "type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message}}

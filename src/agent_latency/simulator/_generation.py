@@ -1,8 +1,9 @@
 """One request's life on the simulated server: queue, prefill, timed output, truth.
 
-API modules (chat, responses, messages) build a :class:`Generation`, call :meth:`admit`,
-then either :meth:`stream` (passing a writer that encodes chunks in their API's format) or
-:meth:`generate_silently` for non-streaming responses, and finally :meth:`finish`.
+API modules (chat, responses, messages, gemini) build a :class:`Generation`, call
+:meth:`admit`, then either :meth:`stream` (passing a writer that encodes chunks in their
+API's format) or :meth:`generate_silently` for non-streaming responses, and finally
+:meth:`finish`.
 """
 
 from __future__ import annotations
@@ -83,8 +84,12 @@ class Generation:
                                     self.plan.jitter, rng))
 
     async def stream(self, write: ChunkWriter,
-                     on_malformed: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Write every chunk at its deadline; raises :class:`StreamCut` on a cut fault."""
+                     on_malformed: Callable[[], Awaitable[None]] | None = None, *,
+                     whole_tool_calls: bool = False) -> None:
+        """Write every chunk at its deadline; raises :class:`StreamCut` on a cut fault.
+
+        With ``whole_tool_calls`` a tool call is one chunk, due with its last token.
+        """
         dues = self._dues
         clock = self.state.clock
         rec = self.record
@@ -96,8 +101,9 @@ class Generation:
         done = chunks = 0
         for index, seg in enumerate(self.plan.segments):
             tokens = seg.tokens
-            for i in range(0, len(tokens), per):
-                piece = tokens[i : i + per]
+            step = max(len(tokens), 1) if whole_tool_calls and seg.kind == "tool" else per
+            for i in range(0, len(tokens), step):
+                piece = tokens[i : i + step]
                 if done <= trip < done + len(piece):
                     if fault.kind == "cut":  # type: ignore[union-attr]
                         rec.output_tokens = done

@@ -60,15 +60,24 @@ class Encoder(Protocol):
 
 
 class ApiSpec:
-    """How one API parses requests and encodes responses."""
+    """How one API parses requests, encodes responses and answers status faults.
 
-    __slots__ = ("encoder", "name", "parse")
+    ``whole_tool_calls``: a tool call goes out as one chunk when its last token is due
+    (Gemini) instead of as argument deltas. ``fault_statuses``: the HTTP status each status
+    fault kind gets on this API.
+    """
+
+    __slots__ = ("encoder", "fault_statuses", "name", "parse", "whole_tool_calls")
 
     def __init__(self, name: str, parse: Callable[[dict[str, Any], ServerState], RequestInfo],
-                 encoder: Callable[[Generation, RequestInfo], Encoder]) -> None:
+                 encoder: Callable[[Generation, RequestInfo], Encoder], *,
+                 whole_tool_calls: bool = False,
+                 fault_statuses: dict[str, int] | None = None) -> None:
         self.name = name
         self.parse = parse
         self.encoder = encoder
+        self.whole_tool_calls = whole_tool_calls
+        self.fault_statuses = fault_statuses or STATUS
 
 
 def sse(events: list[dict[str, Any]], named: bool) -> bytes:
@@ -81,7 +90,10 @@ def sse(events: list[dict[str, Any]], named: bool) -> bytes:
 _BROKEN = b'data: {"id": "broken", "choices": [{"delta": \n\n'
 MALFORMED_SSE = {"chat.completions": _BROKEN,
                  "messages": b"event: content_block_delta\n" + _BROKEN,
-                 "responses": b"event: response.output_text.delta\n" + _BROKEN}
+                 "responses": b"event: response.output_text.delta\n" + _BROKEN,
+                 "gemini": _BROKEN}
+_FAULT_MESSAGES = {"rate_limit": "Rate limit reached (simulated).",
+                   "server_error": "Internal error (simulated).", "overloaded": "Overloaded"}
 
 
 def prepare_generation(state: ServerState, api: str, info: RequestInfo,
@@ -129,24 +141,24 @@ async def serve(request: web.Request, state: ServerState, spec: ApiSpec) -> web.
         return error_response(path, exc.status, exc.message, param=exc.param)
     gen = prepare_generation(state, spec.name, info, request.transport)
     rec = gen.record
+    rec.traceparent = request.headers.get("traceparent")  # W3C context the client sent
     status = 200
     try:
         fault = gen.fault
         if fault is not None and fault.kind in STATUS:
-            status = STATUS[fault.kind]
+            status = spec.fault_statuses[fault.kind]
             rec.output_tokens = 0
-            headers = {"retry-after": f"{fault.retry_after:g}"} if status in (429, 529) else {}
-            message = {429: "Rate limit reached (simulated).", 500: "Internal error (simulated).",
-                       529: "Overloaded"}[status]
-            return error_response(path, status, message, request_id=rec.request_id,
-                                  headers=headers)
+            headers = ({"retry-after": f"{fault.retry_after:g}"}
+                       if fault.kind in ("rate_limit", "overloaded") else {})
+            return error_response(path, status, _FAULT_MESSAGES[fault.kind],
+                                  request_id=rec.request_id, headers=headers)
         await gen.delay_headers()
         encoder = spec.encoder(gen, info)
         headers = {"x-request-id": rec.request_id}
         if spec.name == "messages":
             headers["request-id"] = rec.request_id
         if info.stream:
-            return await _stream(request, gen, encoder, headers, MALFORMED_SSE[spec.name])
+            return await _stream(request, gen, encoder, headers, spec)
         await gen.admit()
         await gen.generate_silently()
         if fault is not None and fault.kind == "malformed":
@@ -171,7 +183,7 @@ async def serve(request: web.Request, state: ServerState, spec: ApiSpec) -> web.
 
 
 async def _stream(request: web.Request, gen: Generation, encoder: Encoder,
-                  headers: dict[str, str], broken: bytes) -> web.StreamResponse:
+                  headers: dict[str, str], spec: ApiSpec) -> web.StreamResponse:
     headers = {**headers, "Content-Type": "text/event-stream; charset=utf-8",
                "Cache-Control": "no-cache"}
     resp = web.StreamResponse(headers=headers)
@@ -184,10 +196,10 @@ async def _stream(request: web.Request, gen: Generation, encoder: Encoder,
         await resp.write(sse(encoder.piece(index, seg, text, first), named))
 
     async def malformed() -> None:
-        await resp.write(broken)
+        await resp.write(MALFORMED_SSE[spec.name])
 
     try:
-        await gen.stream(write, malformed)
+        await gen.stream(write, malformed, whole_tool_calls=spec.whole_tool_calls)
         await resp.write(sse(encoder.tail(), named) + encoder.done_marker)
         await resp.write_eof()
     except StreamCut:

@@ -44,6 +44,13 @@ class Segment:
         """All of the segment's tokens joined."""
         return "".join(self.tokens)
 
+    def arguments(self) -> Any:
+        """A tool call's arguments as a value (``{}`` when cut short into invalid JSON)."""
+        try:
+            return json.loads(self.text)
+        except ValueError:
+            return {}
+
 
 class Plan:
     """Everything one request will produce, and at which rates."""

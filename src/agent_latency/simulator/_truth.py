@@ -23,7 +23,7 @@ _FIELDS = (
     "last_token_at", "last_token_at_mono", "response_written_at", "response_written_at_mono",
     "finished_at", "finished_at_mono", "fault", "fault_delay_s", "connection_id",
     "new_connection", "transport", "prefill_tps", "output_tps", "tokens_per_chunk",
-    "chunks", "finish_reason", "rtt_s", "turn",
+    "chunks", "finish_reason", "rtt_s", "turn", "traceparent",
 )
 
 
