@@ -181,6 +181,7 @@ LLM_SERVER_REQUEST_ID: Final = "agent_latency.llm.server_request_id"
 LLM_RETRY_ERRORS: Final = "agent_latency.llm.retry.errors"
 PROVIDER_OPENAI: Final = "openai"
 PROVIDER_ANTHROPIC: Final = "anthropic"
+PROVIDER_GCP_GEMINI: Final = "gcp.gemini"
 # Child spans of an LLM call span, made after the fact; they carry neither
 # ``agent_latency.component`` nor ``agent_latency.llm.client`` (never counted twice).
 SPAN_NETWORK: Final = "network"
