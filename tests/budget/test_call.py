@@ -73,9 +73,9 @@ marks_st = st.builds(
     lambda t, d, received, streamed: CallMarks(
         t_call=t[0], t_send=t[1], t_sent=t[2], t_first=t[3] if streamed else None,
         t_last=t[4] if streamed else None, t_end=t[5], dns=d[0], connect=d[1], tls=d[2],
-        rtt=d[3], retry=d[4], t_received=received),
+        rtt=d[3], retry=d[4], t_received=received, first_token_cpu=d[5]),
     st.tuples(*[st.floats(0, 100)] * 6),
-    st.tuples(*[st.floats(0, 5)] * 5),
+    st.tuples(*[st.floats(0, 5)] * 6),
     st.none() | st.floats(0, 100),
     st.booleans(),
 )
@@ -112,6 +112,21 @@ class TestLastByte:
         p = call_phases(CallMarks(t_call=0.0, t_send=0.0, t_sent=0.0, t_first=0.1, t_last=1.0,
                                   t_end=1.2))
         assert p.tail == pytest.approx(0.2) and p.client_tail == 0
+
+
+class TestClientCpuBeforeFirstToken:
+    """CPU the client spent before handing the first token over is client work."""
+
+    def test_moves_from_prefill_to_client(self):
+        p = call_phases(CallMarks(t_call=0.0, t_send=0.0, t_sent=0.0, t_first=0.5, t_last=1.0,
+                                  t_end=1.0, first_token_cpu=0.2))
+        assert p.prefill == pytest.approx(0.3) and p.client == pytest.approx(0.2)
+        assert p.ttft == pytest.approx(0.5)
+
+    def test_never_more_than_the_wait(self):
+        p = call_phases(CallMarks(t_call=0.0, t_send=0.0, t_sent=0.0, t_first=0.1, t_last=0.2,
+                                  t_end=0.2, first_token_cpu=5.0))
+        assert p.prefill == 0 and p.client == pytest.approx(0.1)
 
 
 class TestPartialRates:

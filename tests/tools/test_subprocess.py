@@ -409,6 +409,16 @@ class TestLibraryProbes:
         task = subprocess_spans.span("invoke_agent t")
         assert task.attributes[semconv.budget_count("tool_calls")] == 1
 
+    def test_process_started_by_an_import_is_not_a_tool(self, subprocess_spans, tmp_path,
+                                                        monkeypatch):
+        (tmp_path / "probing_library.py").write_text(
+            "import subprocess\nVERSION = subprocess.run(['true']).returncode\n")
+        monkeypatch.syspath_prepend(str(tmp_path))
+        import probing_library  # noqa: F401 - like GitPython running `git version`
+
+        subprocess.run(["true"])
+        assert len(tool_spans(subprocess_spans)) == 1
+
     def test_process_started_while_an_llm_call_is_sent_is_not_a_tool(self, subprocess_spans):
         from agent_latency.instrumentation.llm._network import CURRENT
 

@@ -27,7 +27,9 @@ class CallMarks:
     ``retry`` is the time spent in failed attempts and back-off before the final attempt
     (it lies between ``t_call`` and ``t_send``).  ``t_received`` is when the response's last
     byte arrived, when the HTTP stack says: what the client does after it (an SDK parsing
-    the final event) is its own time, not the network's.
+    the final event) is its own time, not the network's.  ``first_token_cpu`` is the
+    client's CPU time spent after the first token's bytes arrived and before the program saw
+    it (a library's first-call imports, parsing): client work, not prefill.
     """
 
     t_call: float
@@ -42,6 +44,7 @@ class CallMarks:
     rtt: float = 0.0
     retry: float = 0.0
     t_received: float | None = None
+    first_token_cpu: float = 0.0
 
 
 @dataclass(slots=True)
@@ -169,7 +172,11 @@ def call_phases(marks: CallMarks) -> CallPhases:
                    "t_last")
     rtt = min(max(marks.rtt, 0.0), t_first - t_sent)
     phases.rtt = rtt
-    phases.prefill = t_first - t_sent - rtt
+    prefill = t_first - t_sent - rtt
+    # The client's own CPU before it handed the first token over is client work.
+    client_cpu = min(max(marks.first_token_cpu, 0.0), prefill)
+    phases.client += client_cpu
+    phases.prefill = prefill - client_cpu
     phases.output_generation = t_last - t_first
     # The wire tail ends with the last byte (never before the last token was seen).
     t_wire_end = t_end

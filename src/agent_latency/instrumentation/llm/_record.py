@@ -39,7 +39,7 @@ def compute_phases(call: LLMCall, t_end: float) -> tuple[CallPhases, float, str,
         t_received = None
     marks = CallMarks(t_call=t_call, t_send=t_send, t_sent=t_sent, t_end=t_end,
                       t_first=call.t_first, t_last=call.t_last, connect=connect, tls=tls,
-                      rtt=rtt, retry=retry, t_received=t_received)
+                      rtt=rtt, retry=retry, t_received=t_received, first_token_cpu=call.first_cpu)
     return call_phases(marks), rtt, rtt_source, reused
 
 

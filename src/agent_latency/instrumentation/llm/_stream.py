@@ -13,7 +13,7 @@ proxy being garbage-collected after a ``break`` (then it ends at the last chunk 
 from __future__ import annotations
 
 import weakref
-from time import perf_counter
+from time import perf_counter, thread_time
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -47,7 +47,7 @@ def _sdk_next(wrapped: Any, name: str) -> Any:
     return getattr(wrapped, name)
 
 
-_CHUNK_SLOTS = ("__weakref__", "call", "chunks", "content", "first_chunk",
+_CHUNK_SLOTS = ("__weakref__", "call", "chunks", "content", "first_chunk", "first_cpu",
                 "in_next", "meta_chunk", "next", "observe", "outputs", "t_chunk", "t_first",
                 "t_first_chunk", "t_last", "usage_chunk")
 
@@ -71,6 +71,7 @@ class _Chunks:
         self.chunks = self.outputs = 0
         self.t_chunk = self.t_first = self.t_last = self.t_first_chunk = None
         self.first_chunk = self.meta_chunk = self.usage_chunk = None
+        self.first_cpu = 0.0
         self.content = call.content
         call.stream = weakref.ref(self)
 
@@ -160,11 +161,28 @@ class _AsyncChunks(_Chunks):
         return chunk
 
 
-class _LazySyncChunks(_SyncChunks):
+class _BeforeFirstSync(_SyncChunks):
+    """A sync stream until its first output token: the thread's CPU time inside the
+    ``next()`` that produced it is the client's own work after the token's bytes arrived (a
+    library's first-call imports and schema building, parsing), not the server's prefill.
+    Then the object becomes a plain :class:`_SyncChunks` (same slots): later chunks pay
+    nothing.  (Async streams are not measured: other tasks run on the thread meanwhile.)"""
+
+    __slots__ = ()
+
+    def __next__(self) -> Any:
+        cpu = thread_time()
+        chunk = _SyncChunks.__next__(self)
+        if self.t_first is not None:
+            self.first_cpu = thread_time() - cpu
+            self.__class__ = _SyncChunks
+        return chunk
+
+
+class _LazySyncChunks(_BeforeFirstSync):
     """The first chunk of a stream whose request has not been sent yet (a library that sends
     on the first ``next()``, as litellm's Anthropic path does): the call is current while it
-    is fetched, so its HTTP attempt is seen and carries ``traceparent``.  Then the object
-    becomes a plain :class:`_SyncChunks` (same slots), and later chunks pay nothing."""
+    is fetched, so its HTTP attempt is seen and carries ``traceparent``."""
 
     __slots__ = ()
 
@@ -173,8 +191,8 @@ class _LazySyncChunks(_SyncChunks):
         token = CURRENT.set(call)
         ctx_token = otel_context.attach(call.context)
         try:
-            self.__class__ = _SyncChunks
-            return _SyncChunks.__next__(self)
+            self.__class__ = _BeforeFirstSync
+            return _BeforeFirstSync.__next__(self)
         finally:
             otel_context.detach(ctx_token)
             CURRENT.reset(token)
@@ -209,7 +227,7 @@ class SyncStream(ObjectProxy):  # type: ignore[misc]
         self._self_call = call
         # The iterator outlives the proxy in ``for chunk in client...create(stream=True)``;
         # its __del__ ends a call nobody finished.
-        chunks = _LazySyncChunks if not call.attempts else _SyncChunks
+        chunks = _LazySyncChunks if not call.attempts else _BeforeFirstSync
         self._self_chunks = chunks(call, _sdk_next(wrapped, "__next__"))
         call.defer()
 
