@@ -63,7 +63,10 @@ class Generation:
         """Queue, wait for a batch seat and the prefill slot, then prefill."""
         clock = self.state.clock
         rec = self.record
-        queue_start = perf_counter()
+        # From the body received: writing a stream's headers and opening events before
+        # admission is server time a client can only see as waiting (on a busy machine,
+        # milliseconds).
+        queue_start = (rec.started_at_mono or perf_counter()) + (rec.fault_delay_s or 0.0)
         if self.plan.queue_ms > 0:
             await clock.sleep(self.plan.queue_ms / 1000.0)
         await self.state.capacity.acquire_seat()
