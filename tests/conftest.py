@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util._once import Once
 
-from agent_latency import BudgetSpanProcessor
+from agent_latency import BudgetSpanProcessor, semconv
+
+# The suite calls instrument() in many places: no implicit process task there, so each test's
+# span tree is the one it builds (tests/test_process_task.py turns it on in subprocesses).
+os.environ[semconv.ENV_PROCESS_TASK] = "false"
 
 
 def reset_otel_globals() -> None:

@@ -26,6 +26,8 @@ AGENT = textwrap.dedent("""
 
 def run_python(code: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENT_LAT"))}
+    # The tasks are the program's own (tests/test_process_task.py: the process as a task).
+    full_env["AGENT_LATENCY_PROCESS_TASK"] = "false"
     full_env.update(env)
     return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=full_env,
                           capture_output=True, text=True, timeout=60)

@@ -283,6 +283,21 @@ class TestBadInput:
         small.shutdown()
 
 
+    def test_process_task_is_never_evicted(self, otel):
+        from agent_latency import BudgetSpanProcessor
+        small = BudgetSpanProcessor(max_open_tasks=2, max_task_age=0.0)
+        otel.provider.add_span_processor(small)
+        tracer = trace.get_tracer("user")
+        process = tracer.start_span("p", attributes={semconv.TASK_NAME: "p",
+                                                     semconv.PROCESS_TASK: True})
+        spans = [tracer.start_span(f"t{i}", attributes={semconv.TASK_NAME: f"t{i}"})
+                 for i in range(3)]
+        assert [t.name for t in small._tasks.values()] == ["p", "t2"]
+        for s in [*spans, process]:
+            s.end()
+        small.shutdown()
+
+
 class TestNestedTools:
     """A tool run by a tool is tool time but not another tool call."""
 

@@ -98,8 +98,16 @@ def _b64_to_hex(value: str) -> str:
     return base64.b64decode(value).hex()
 
 
+_LLM_CALLS = semconv.budget_count("llm_calls")
+_TOOL_CALLS = semconv.budget_count("tool_calls")
+
+
 class TaskSummaryPrinter(SpanProcessor):
-    """Prints one line per finished task, e.g. ``task fix 12.41s = output 4.10 | …``."""
+    """Prints one line per finished task, e.g. ``task fix 12.41s = output 4.10 | …``.
+
+    The implicit process task of a program that made no LLM call and ran no tool gets no
+    line: it would only say how long the program ran.
+    """
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         self._stream = stream
@@ -108,6 +116,9 @@ class TaskSummaryPrinter(SpanProcessor):
         attrs = span.attributes or {}
         name = attrs.get(semconv.TASK_NAME)
         if name is None or semconv.BUDGET_WALL not in attrs:
+            return
+        if (attrs.get(semconv.PROCESS_TASK) and not attrs.get(_LLM_CALLS)
+                and not attrs.get(_TOOL_CALLS)):
             return
         budget = Budget(
             wall=float(attrs[semconv.BUDGET_WALL]),

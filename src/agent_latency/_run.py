@@ -18,7 +18,8 @@ How it works (the technique ``opentelemetry-instrument`` uses):
    with status ERROR), or on ``SIGTERM`` / ``SIGHUP`` when the program left those at their
    default action: the task is ended and flushed, then the signal is re-raised with the
    default action so the exit status is still "killed by SIGTERM".  ``SIGKILL`` and
-   ``os._exit`` end the process before anything can be written.
+   ``os._exit`` end the process before anything can be written.  (``_process.py``: the
+   same code opens ``instrument()``'s implicit process task.)
 
 Tasks the program opens itself nest inside the process task: each gets its own budget and
 also counts inside the process task's.
@@ -35,11 +36,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from . import semconv
 
@@ -179,106 +178,9 @@ def main(argv: list[str]) -> int:
 
 
 # -- inside the program (called from the bootstrap sitecustomize) ---------------------------
-class _ProcessTask:
-    """The whole-process task: opened at start-up, ended exactly once at exit or signal."""
-
-    def __init__(self) -> None:
-        self.span: Any = None
-        self.name = ""
-        self.ended = False
-        self.error: tuple[str, str] | None = None
-
-    def open(self, name: str, start_ns: int, child: bool) -> None:
-        from opentelemetry import context as otel_context
-
-        from . import _scope
-        from .instrumentation.tools.subprocess import parent_context_from_env
-
-        parent = parent_context_from_env()
-        start_ns = min(start_ns, time.time_ns())
-        span, ctx = _scope.start_task(
-            name, attributes={semconv.RUN_TASK: True, semconv.TOOL_PID: os.getpid()},
-            context=parent, start_time=start_ns)
-        self.span, self.name = span, name
-        otel_context.attach(ctx)  # the main thread's context for the program's whole life
-
-    def end(self) -> None:
-        if self.ended or self.span is None:
-            return
-        self.ended = True
-        from opentelemetry.trace import Status, StatusCode
-
-        from . import _scope
-        from ._log import internal_error
-
-        try:
-            from .instrumentation.tools.subprocess import finish_unwaited
-
-            finish_unwaited()
-        except Exception:  # noqa: BLE001
-            internal_error("run.finish_unwaited")
-        span = self.span
-        try:
-            if self.error is not None:
-                span.set_attribute(semconv.ERROR_TYPE, self.error[0])
-                span.set_status(Status(StatusCode.ERROR, self.error[1]))
-        except Exception:  # noqa: BLE001
-            internal_error("run.end")
-        _scope.end_task(span)
-
-
-_process_task = _ProcessTask()
-
-
-def _excepthook_wrapper(original: Any) -> Any:
-    def excepthook(exc_type: Any, exc: Any, tb: Any) -> Any:
-        try:
-            if _process_task.span is not None and not _process_task.ended:
-                _process_task.error = (exc_type.__qualname__, str(exc) or exc_type.__name__)
-                _process_task.span.record_exception(exc)
-        except Exception:  # noqa: BLE001
-            pass
-        return original(exc_type, exc, tb)
-
-    excepthook.__wrapped__ = original  # type: ignore[attr-defined]
-    return excepthook
-
-
-def _flush() -> None:
-    try:
-        from opentelemetry import trace
-
-        provider = trace.get_tracer_provider()
-        flush = getattr(provider, "force_flush", None)
-        if flush is not None:
-            flush(5000)
-    except Exception:  # noqa: BLE001
-        pass
-
-
-def _on_signal(signum: int, frame: Any) -> None:
-    """A fatal signal with the default action: end the task, flush, die of the signal."""
-    try:
-        name = signal.Signals(signum).name
-    except ValueError:
-        name = f"signal {signum}"
-    if _process_task.error is None:
-        _process_task.error = (name, f"killed by {name}")
-    _process_task.end()
-    try:
-        from .configure import _at_exit
-
-        _at_exit()
-    except Exception:  # noqa: BLE001
-        pass
-    _flush()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
-
-
 def bootstrap(spec_text: str) -> None:
     """Called by the bootstrap ``sitecustomize`` with ``AGENT_LATENCY_RUN``'s value."""
-    import atexit
+    from ._process import open_process_task, process_name
 
     spec = json.loads(spec_text)
     child = int(spec.get("depth", 0)) > 0
@@ -288,27 +190,15 @@ def bootstrap(spec_text: str) -> None:
                                                  separators=(",", ":"))
     from .configure import instrument
 
+    # Our own process task below, not instrument()'s implicit one.
     if child:
-        name = default_name([sys.executable, *sys.argv]) if sys.argv and sys.argv[0] else "python"
+        name = process_name()
         start_ns = time.time_ns()
-        if not instrument(summary=False):
+        if not instrument(summary=False, process_task=False):
             return
     else:
         name = str(spec.get("name") or "python")
         start_ns = int(spec.get("start_ns") or time.time_ns())
-        if not instrument(summary=True):
+        if not instrument(summary=True, process_task=False):
             return
-    _process_task.open(name, start_ns, child)
-    # Registered after instrument()'s own exit hook, so it runs first (atexit is LIFO).
-    atexit.register(_process_task.end)
-    sys.excepthook = _excepthook_wrapper(sys.excepthook)
-    if threading_main():
-        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-            if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
-                signal.signal(sig, _on_signal)
-
-
-def threading_main() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
+    open_process_task(name, start_ns, {semconv.RUN_TASK: True})

@@ -5,7 +5,9 @@ asked, the summary printer) is added to the program's own SDK tracer provider, a
 instruments come from its meter provider.  When the program set none, one is built from the
 standard ``OTEL_*`` variables: OTLP when an endpoint or ``OTEL_TRACES_EXPORTER`` says so,
 otherwise the embedded local default (``.agent-latency/traces.jsonl`` plus a line per
-finished task on stderr).  ``OTEL_SDK_DISABLED=true`` turns everything off.
+finished task on stderr).  ``OTEL_SDK_DISABLED=true`` turns everything off.  Unless
+something already made the process a task, the whole process becomes one
+(``AGENT_LATENCY_PROCESS_TASK``; ``_process.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from . import semconv
 from ._env import env_flag, env_number
 from ._local import JsonLinesSpanExporter, TaskSummaryPrinter
-from ._log import logger, warn_once
+from ._log import internal_error, logger, warn_once
 from ._scope import end_open_tasks
 from .processor import BudgetSpanProcessor
 
@@ -54,22 +57,39 @@ def is_instrumented() -> bool:
 
 def instrument(
     *, summary: bool | None = None, targets: list[str] | None = None,
-    meter_provider: metrics.MeterProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None, process_task: bool | None = None,
 ) -> bool:
     """Instrument this process; returns False when the OTel SDK is disabled.
 
     ``summary`` prints a line per finished task on stderr (default: on with the local
     default, off when spans go to a backend; ``AGENT_LATENCY_SUMMARY`` overrides).
     ``targets`` limits which instrumentations load (default: every one whose library is
-    installed).  Calling it twice is harmless.
+    installed).  ``process_task`` makes the whole process one task when nothing else does
+    (default on; ``False`` or ``AGENT_LATENCY_PROCESS_TASK=false`` turns it off): tasks the
+    program opens nest inside it.  Calling it twice is harmless.
     """
+    fresh = _instrument(summary, targets, meter_provider)
+    if fresh is None:
+        return False
+    # Decided by the first call only: a second one is harmless, whatever its arguments.
+    # Either switch turns it off (agent-latency run's bootstrap passes False, whatever the
+    # environment says: it opens its own).
+    if fresh and process_task is not False and env_flag(semconv.ENV_PROCESS_TASK, True):
+        _open_implicit_process_task()
+    return True
+
+
+def _instrument(summary: bool | None, targets: list[str] | None,
+                meter_provider: metrics.MeterProvider | None) -> bool | None:
+    """Providers, processors and instrumentations; True when this call set them up, False
+    when an earlier one did, None when the SDK is disabled."""
     global _state, _atexit_registered
     if env_flag("OTEL_SDK_DISABLED", False):
         logger.info("agent-latency: OTEL_SDK_DISABLED is set; not instrumenting")
-        return False
+        return None
     with _lock:
         if _state is not None:
-            return True
+            return False
         state = _State()
         provider = trace.get_tracer_provider()
         local_default = False
@@ -105,11 +125,12 @@ def instrument(
             # Registered after the provider, so it runs before the provider's own shutdown.
             atexit.register(_at_exit)
             _atexit_registered = True
-        return True
+        return True  # set up by this call
 
 
 def uninstrument() -> None:
-    """Undo ``instrument()``: unpatch every target and stop computing budgets.
+    """Undo ``instrument()``: end the implicit process task, unpatch every target and stop
+    computing budgets.
 
     A provider we built stays the global one (OpenTelemetry allows setting it once) but is
     flushed; budget processing stops.
@@ -122,6 +143,10 @@ def uninstrument() -> None:
     from .instrumentation import _all
 
     _all.cancel_pending()
+    from ._process import process_task
+
+    if process_task.is_open and process_task.implicit:
+        process_task.end()  # with its budget, while the processor still computes them
     for instrumentor in state.instrumentors:
         try:
             instrumentor.uninstrument()
@@ -148,6 +173,30 @@ def traces_path() -> Path | None:
 def _at_exit() -> None:
     if _state is not None:
         end_open_tasks()
+
+
+def _open_implicit_process_task() -> None:
+    """The whole process as one task, unless something already is one or owns the context.
+
+    Not under ``agent-latency run`` (its bootstrap opened the process task already), not off
+    the main thread (the task is the main thread's context), and not while a span of this
+    process is current (the program's own root span is the root of its work).  A remote
+    parent — the ``TRACEPARENT`` of a process started by an instrumented one — is the
+    process task's parent.
+    """
+    from . import _process
+    from ._scope import in_task
+
+    current = trace.get_current_span().get_span_context()
+    if (_process.process_task.span is not None or not _process.on_main_thread()
+            or in_task() or (current.is_valid and not current.is_remote)):
+        return
+    try:
+        start_ns = _process.process_start_ns() or time.time_ns()
+        _process.open_process_task(_process.process_name(), start_ns,
+                                   {semconv.PROCESS_TASK: True})
+    except Exception:  # noqa: BLE001 - the program runs on without its process task
+        internal_error("instrument.process_task")
 
 
 def _is_proxy(provider: object) -> bool:

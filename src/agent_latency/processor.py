@@ -4,6 +4,12 @@ Per span it keeps a dictionary entry while the span is open and, when the span c
 budget, one small tuple after it ends; never the span object.  Spans outside any task are
 forgotten at once.  A task's budget is computed just before its span ends (through the
 finisher ``task()`` calls) and recorded as the ``agent_latency.task.duration`` histogram.
+
+A SERVER span that is a local root (no parent, or a remote one) outside any task is a
+*request task candidate*: spans under it are collected like a task's, and if it saw an LLM
+call or a tool by its end it becomes a task (budget, ``agent_latency.task.name`` = its name,
+metric); otherwise it is forgotten.  Its end is not ours to delay, so the budget is written
+onto the span as it ends (:func:`_set_on_ended_span`).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any
 from opentelemetry import metrics
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import SpanKind
 
 from . import _hooks, semconv
 from ._log import internal_error, warn_once
@@ -39,6 +46,9 @@ _COMPONENT = semconv.COMPONENT
 _TOOL_EXECUTION = semconv.TOOL_EXECUTION
 _TOOL_NAME = semconv.GEN_AI_TOOL_NAME
 _LLM_CLIENT = semconv.LLM_CLIENT
+_SERVER = SpanKind.SERVER
+_PROCESS = semconv.PROCESS_TASK
+_RUN = semconv.RUN_TASK
 
 _COUNT_NAMES = (
     "llm_calls", "tool_calls", "http_round_trips", "new_connections", "tls_handshakes",
@@ -50,9 +60,10 @@ class _OpenTask:
     """What the processor holds for one open task."""
 
     __slots__ = ("budget", "closed", "counts", "intervals", "name", "opened", "parent",
-                 "span_id", "start_ns")
+                 "request", "span_id", "start_ns", "whole_process")
 
-    def __init__(self, span_id: int, name: str, start_ns: int, parent: _OpenTask | None):
+    def __init__(self, span_id: int, name: str, start_ns: int, parent: _OpenTask | None,
+                 request: bool = False, whole_process: bool = False):
         self.span_id = span_id
         self.name = name
         self.start_ns = start_ns
@@ -62,6 +73,15 @@ class _OpenTask:
         self.closed = False
         self.opened = time.monotonic()
         self.budget: Budget | None = None
+        # A request task candidate: a task only if it sees an LLM call or a tool.
+        self.request = request
+        # The process task lives as long as the process by design: never evicted for age.
+        self.whole_process = whole_process
+
+    @property
+    def did_agent_work(self) -> bool:
+        """Whether an LLM call or a tool ran in it (or in a task nested in it)."""
+        return bool(self.counts["llm_calls"] or self.counts["tool_calls"])
 
     def add(self, intervals: list[Interval]) -> None:
         self.intervals.extend(intervals)
@@ -87,6 +107,30 @@ def _attributes_of(span: Any) -> Mapping[str, Any]:
         return span._attributes._dict  # type: ignore[no-any-return]
     except AttributeError:
         return span.attributes or {}
+
+
+def _set_on_ended_span(span: Any, attributes: Mapping[str, Any]) -> bool:
+    """Add attributes to a span that has already ended; False when this SDK does not allow it.
+
+    The SDK freezes a span's attributes in ``end()``, and a request task's span is ended by
+    the server's instrumentation, not by us.  Its ``BoundedAttributes`` keeps them in
+    ``_dict``, the same object the ``ReadableSpan`` handed to every processor and exporter
+    reads, so a write there before the exporters' ``on_end`` (our ``_on_ending``, or our
+    ``on_end`` when we are the provider's first processor) reaches them.  Private fields: on
+    an SDK without them nothing is written (one warning) and the task metric still is.  (The
+    SDK freezing spans before ``_on_ending`` contradicts the spec; once it stops,
+    open-telemetry/opentelemetry-python#5613, this can be ``set_attributes``.)
+    """
+    target = getattr(getattr(span, "_attributes", None), "_dict", None)
+    if target is None and isinstance(getattr(span, "_attributes", None), dict):
+        target = span._attributes
+    if not isinstance(target, dict):
+        warn_once("ended-span-attributes", "agent-latency: cannot add attributes to an ended "
+                  "%s span; request tasks get their metric but no budget attributes",
+                  type(span).__name__)
+        return False
+    target.update(attributes)
+    return True
 
 
 def _merge_per_component(intervals: list[Interval]) -> list[Interval]:
@@ -147,14 +191,17 @@ class BudgetSpanProcessor(SpanProcessor):
             owner = self._owner.get(parent.span_id) if parent is not None else None
             attrs = _attributes_of(span)
             if attrs and _TASK_NAME in attrs:
-                sid = span._context.span_id
-                task = _OpenTask(sid, str(attrs[_TASK_NAME]), span._start_time or 0, owner)
-                with self._lock:
-                    self._evict(time.monotonic())
-                    self._tasks[sid] = task
-                    self._owner[sid] = task
+                self._open(_OpenTask(span._context.span_id, str(attrs[_TASK_NAME]),
+                                     span._start_time or 0, owner,
+                                     whole_process=_PROCESS in attrs or _RUN in attrs))
                 return
-            if owner is None or owner.closed:
+            if owner is None:
+                # A request served with no task around it: a task if agent work happens.
+                if span._kind is _SERVER and (parent is None or parent.is_remote):
+                    self._open(_OpenTask(span._context.span_id, span._name,
+                                         span._start_time or 0, None, request=True))
+                return
+            if owner.closed:
                 return
             sid = span._context.span_id
             owner_map = self._owner
@@ -172,6 +219,18 @@ class BudgetSpanProcessor(SpanProcessor):
         except Exception:  # noqa: BLE001 - never break the host program
             internal_error("BudgetSpanProcessor.on_start")
 
+    def _on_ending(self, span: Span) -> None:
+        # Newer SDKs (the spec's OnEnding) call this after end() and before any processor's
+        # on_end, so a request task's budget reaches exporters added before us too.
+        if not self._enabled:
+            return
+        try:
+            task = self._tasks.get(span._context.span_id)
+            if task is not None and task.request:
+                self._finish_request(task, span)
+        except Exception:  # noqa: BLE001
+            internal_error("BudgetSpanProcessor._on_ending")
+
     def on_end(self, span: ReadableSpan) -> None:
         if not self._enabled:
             return
@@ -181,6 +240,8 @@ class BudgetSpanProcessor(SpanProcessor):
             if task is None:
                 return
             if task.span_id == sid:
+                if task.request:
+                    self._finish_request(task, span)  # an SDK without _on_ending
                 self._close(task, span)
                 return
             top = self._in_tool.pop(sid, sid)
@@ -239,6 +300,21 @@ class BudgetSpanProcessor(SpanProcessor):
             internal_error("BudgetSpanProcessor.finish_task")
             return None
 
+    def _open(self, task: _OpenTask) -> None:
+        with self._lock:
+            self._evict(time.monotonic())
+            self._tasks[task.span_id] = task
+            self._owner[task.span_id] = task
+
+    def _finish_request(self, task: _OpenTask, span: ReadableSpan) -> None:
+        """Budget a request task candidate that saw agent work, on its ending span; once."""
+        if task.budget is not None or not task.did_agent_work:
+            return
+        budget = split(task.intervals, task.start_ns, span._end_time or task.start_ns,
+                       dict(task.counts))
+        task.budget = budget
+        _set_on_ended_span(span, {**budget_attributes(budget), _TASK_NAME: span.name})
+
     def open_tasks(self) -> Iterator[tuple[int, str]]:
         """``(span_id, name)`` of the tasks open now."""
         with self._lock:
@@ -265,6 +341,9 @@ class BudgetSpanProcessor(SpanProcessor):
         task.closed = True
         with self._lock:
             self._tasks.pop(task.span_id, None)
+        if task.request and task.budget is None:
+            task.intervals = []
+            return  # a request without agent work: no task
         budget = task.budget
         if budget is None:
             # Ended without task() (a user span marked as a task): still record metrics.
@@ -294,9 +373,12 @@ class BudgetSpanProcessor(SpanProcessor):
                 self._in_tool.clear()
 
     def _evict(self, now: float) -> None:
-        """Drop the oldest open tasks past the cap or the age limit (lock held)."""
+        """Drop the oldest open tasks past the cap or the age limit (lock held); never the
+        process task (a long-running server's would otherwise be dropped after a day)."""
         while self._tasks:
-            oldest = next(iter(self._tasks.values()))
+            oldest = next((t for t in self._tasks.values() if not t.whole_process), None)
+            if oldest is None:
+                return
             too_many = len(self._tasks) >= self._max_open_tasks
             too_old = now - oldest.opened > self._max_task_age
             if not (too_many or too_old):

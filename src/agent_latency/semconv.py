@@ -152,7 +152,8 @@ ENV_TASK_MAX_AGE: Final = "AGENT_LATENCY_TASK_MAX_AGE"
 # --- tools: processes, MCP, framework tools (issue 5) -----------------------------------
 TOOL_TYPE_FUNCTION: Final = "function"
 TOOL_TYPE_EXTENSION: Final = "extension"
-# Where a tool span comes from: "subprocess", "os.system", "mcp", "openai_agents", "langchain".
+# Where a tool span comes from: "subprocess", "os.system", "mcp", "openai_agents", "langchain",
+# "smolagents".
 TOOL_SOURCE: Final = "agent_latency.tool.source"
 TOOL_SIGNAL: Final = "agent_latency.tool.signal"
 TOOL_TIMED_OUT: Final = "agent_latency.tool.timed_out"
@@ -172,6 +173,9 @@ MCP_META_SERVER_DURATION: Final = "io.agent-latency/server_duration"
 RUN_TASK: Final = "agent_latency.run"
 ENV_RUN: Final = "AGENT_LATENCY_RUN"
 ENV_RUN_CHILDREN: Final = "AGENT_LATENCY_RUN_CHILDREN"
+# instrument() alone: the whole process as one task (the implicit process task), unless off.
+PROCESS_TASK: Final = "agent_latency.process"
+ENV_PROCESS_TASK: Final = "AGENT_LATENCY_PROCESS_TASK"
 
 # --- agent-latency: LLM calls (instrumentation of openai / anthropic) -------------------
 GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"

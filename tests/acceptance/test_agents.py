@@ -1,110 +1,74 @@
-"""Real agents from PyPI, unmodified, under ``agent-latency run`` against the simulator.
+"""Real agents from PyPI, unmodified, against the simulator, checked against its truth log.
 
-Each agent gets scripted turns (``scripts/shell_agent.json``) that make it run three shell
-commands through its own shell tool and then answer.  The spans are read back from the
-local default's JSONL file; the process task's budget must add up to its wall time and
-every shell command must be an ``execute_tool`` span inside the task.
+Each agent gets scripted turns (``scripts/``) that make it write a file, run a program and
+read the file back with shell commands through its own shell tool, then answer.  Each runs
+twice: under ``agent-latency run`` and under ``opentelemetry-instrument`` with
+agent-latency's ``instrument()`` alone (see ``agent_harness``).  Either way the process must
+be one task whose budget adds up, with one LLM span per model request the server served
+(timed like the server says for streams, and named by the ``traceparent`` the request
+carried) and one process span per shell command, none for libraries' own probes.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from agent_harness import MODES, Agent, check_agent_run, run_agent
 
-from agent_latency import semconv
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
-from spans_file import read_spans  # noqa: E402
-
-AGENTS = Path(__file__).parent / "agents"
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.name != "posix", reason="exec-based runner")]
 
-AGENT_CASES = [
-    pytest.param("openai_agents_shell.py", ("agents",), "shell-coder", id="openai-agents"),
-    pytest.param("langgraph_shell.py", ("langgraph", "langchain_openai"), None,
-                 id="langgraph-react"),
+SHELL = ("echo", "python3", "cat")  # the first command words of the three shell commands
+MINI_ENV = {
+    "MSWEA_MODEL_NAME": "openai/gpt-4o",
+    "MSWEA_COST_TRACKING": "ignore_errors",  # litellm has no price for a local model
+    "MSWEA_SILENT_STARTUP": "1",
+    "MSWEA_GLOBAL_CONFIG_DIR": "{tmp}/mini-swe-agent",  # not the user's ~/.config
+}
+# A ToolCallingAgent without a name: its run is the task "ToolCallingAgent"; it ends by
+# calling its final_answer tool.
+SMOLAGENTS = {"tool_wrapper": "run_shell", "other_tools": ("final_answer",),
+              "framework_task": "ToolCallingAgent"}
+
+AGENTS = [
+    # Responses API through the openai SDK (non-streaming), function tools.
+    Agent("openai-agents", ("{python}", "{agents}/openai_agents_shell.py"), "shell_agent.json",
+          SHELL, modules=("agents",), tool_wrapper="run_shell", framework_task="shell-coder"),
+    # ChatOpenAI(streaming=True): chat completions streamed through the openai SDK.
+    Agent("langgraph-react", ("{python}", "{agents}/langgraph_shell.py"), "shell_agent.json",
+          SHELL, modules=("langgraph", "langchain_openai"), tool_wrapper="run_shell"),
+    # litellm.completion (non-streaming) -> openai SDK on litellm's httpx.Client; commands
+    # run straight from LocalEnvironment's subprocess (no tool span around them).
+    Agent("mini-swe-agent-text", ("{python}", "{agents}/mini_swe_shell.py", "textbased"),
+          "mini_swe_shell.json", (*SHELL, "printf"), modules=("minisweagent",), env=MINI_ENV,
+          framework_task="DefaultAgent"),
+    Agent("mini-swe-agent-toolcall", ("{python}", "{agents}/mini_swe_shell.py", "toolcall"),
+          "mini_swe_shell.json", (*SHELL, "printf"), modules=("minisweagent",), env=MINI_ENV,
+          framework_task="DefaultAgent"),
+    # OpenAIServerModel: openai SDK chat completions, plain and streamed.
+    Agent("smolagents-openai", ("{python}", "{agents}/smolagents_shell.py", "openai"),
+          "smolagents_shell.json", SHELL, modules=("smolagents", "openai"), **SMOLAGENTS),
+    Agent("smolagents-openai-stream",
+          ("{python}", "{agents}/smolagents_shell.py", "openai", "--stream"),
+          "smolagents_shell.json", SHELL, modules=("smolagents", "openai"), **SMOLAGENTS),
+    # LiteLLMModel: litellm.completion, plain and streamed.
+    Agent("smolagents-litellm", ("{python}", "{agents}/smolagents_shell.py", "litellm"),
+          "smolagents_shell.json", SHELL, modules=("smolagents", "litellm"), **SMOLAGENTS),
+    Agent("smolagents-litellm-stream",
+          ("{python}", "{agents}/smolagents_shell.py", "litellm", "--stream"),
+          "smolagents_shell.json", SHELL, modules=("smolagents", "litellm"), **SMOLAGENTS),
 ]
 
 
-def _ancestors(span, by_id):
-    while span["parent"] in by_id:
-        span = by_id[span["parent"]]
-        yield span
-
-
-def _budget_adds_up(task) -> None:
-    a = task["attributes"]
-    wall = a[semconv.BUDGET_WALL]
-    assert wall == pytest.approx((task["end"] - task["start"]) / 1e9, abs=1e-6)
-    assert sum(a[semconv.budget_share(c)] for c in semconv.COMPONENTS) == pytest.approx(
-        wall, rel=1e-9, abs=1e-9)
-    assert all(a[semconv.budget_share(c)] >= 0 for c in semconv.COMPONENTS)
-
-
-@pytest.mark.parametrize(("script", "modules", "agent_task"), AGENT_CASES)
-def test_agent_runs_shell_commands_inside_its_task(tmp_path, simulator_url, script, modules,
-                                                   agent_task):
-    for module in modules:
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("agent", AGENTS, ids=lambda a: a.id)
+def test_agent_run_is_one_task_with_true_llm_and_tool_spans(tmp_path, simulators, agent, mode):
+    """Pins, per agent and mode: one task with a budget that adds up, one accurate LLM span
+    per served request carrying its traceparent, one process span per shell command."""
+    for module in agent.modules:
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENT_LATENCY"))}
-    env.update({
-        "OPENAI_BASE_URL": simulator_url + "/v1",
-        "OPENAI_API_KEY": "sk-simulator",
-        "OPENAI_AGENTS_DISABLE_TRACING": "1",  # the SDK's own exporter would call openai.com
-        semconv.ENV_OUTPUT_DIR: str(tmp_path / "out"),
-        "PYTHONWARNINGS": "ignore",
-    })
-    proc = subprocess.run(
-        [sys.executable, "-m", "agent_latency", "run", "--name", "agent", "--",
-         sys.executable, str(AGENTS / script)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    # The agent really did the work: the file exists and the answer came back.
-    assert (tmp_path / "notes.txt").read_text().strip() == "hello"
-    assert "printed 42" in proc.stdout
-    assert any(ln.startswith("task agent ") for ln in proc.stderr.splitlines()), proc.stderr
-
-    spans = read_spans(tmp_path / "out" / "traces.jsonl")
-    by_id = {s["span_id"]: s for s in spans}
-    task = next(s for s in spans if s["name"] == "invoke_agent agent")
-    assert task["parent"] is None
-    _budget_adds_up(task)
-
-    # Every shell command is a process span inside the task, under the agent's tool span.
-    commands = {"echo": None, "python3": None, "cat": None}
-    for s in spans:
-        name = s["attributes"].get(semconv.GEN_AI_TOOL_NAME)
-        if name in commands and s["attributes"].get(semconv.TOOL_SOURCE) == "subprocess":
-            commands[name] = s
-    assert all(commands.values()), sorted(s["name"] for s in spans)
-    for name, s in commands.items():
-        assert s["attributes"][semconv.TOOL_EXIT_CODE] == 0
-        chain = list(_ancestors(s, by_id))
-        assert task in chain, name
-        assert chain[0]["attributes"][semconv.GEN_AI_TOOL_NAME] == "run_shell"
-        assert chain[0]["attributes"][semconv.GEN_AI_TOOL_TYPE] == "function"
-    run_shell = [s for s in spans if s["name"] == "execute_tool run_shell"]
-    assert len(run_shell) == 3
-    # 0.2 s of the first command is a sleep: tool time shows it.
-    a = task["attributes"]
-    assert a[semconv.budget_share(semconv.TOOL_EXECUTION)] >= 0.2
-    # Each command's process runs inside its run_shell call: one tool call, not two (the
-    # SDK may run one `uname -p` of its own outside any tool).
-    assert len(run_shell) <= a[semconv.budget_count("tool_calls")] <= len(run_shell) + 1
-    llm = [s for s in spans if s["name"].startswith("chat ")]
-    if llm:  # with the LLM instrumentation present: 4 model turns, inside the task
-        assert len(llm) == 4
-        assert all(task in list(_ancestors(s, by_id)) for s in llm)
-        assert a[semconv.budget_count("llm_calls")] == 4
-    if agent_task is not None:  # the framework's run is a task of its own, nested
-        run = next(s for s in spans if s["name"] == f"invoke_agent {agent_task}")
-        assert run["parent"] == task["span_id"]
-        _budget_adds_up(run)
-        assert all(run in list(_ancestors(s, by_id)) for s in run_shell)
+    run = run_agent(agent, mode, tmp_path, simulators(agent.script))
+    check_agent_run(run)

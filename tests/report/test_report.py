@@ -49,6 +49,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def recorded(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("trace")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENT_LAT"))}
+    env[semconv.ENV_PROCESS_TASK] = "false"  # the tasks are the program's own
     result = subprocess.run([sys.executable, "-c", PROGRAM], cwd=directory, env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

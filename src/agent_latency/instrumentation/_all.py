@@ -5,8 +5,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import Collection
-from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
@@ -24,6 +22,8 @@ INSTRUMENTORS: dict[str, str] = {
     "mcp": "agent_latency.instrumentation.tools.mcp:MCPInstrumentor",
     "openai_agents": "agent_latency.instrumentation.tools.openai_agents:OpenAIAgentsInstrumentor",
     "langchain": "agent_latency.instrumentation.tools.langchain:LangChainInstrumentor",
+    "smolagents": "agent_latency.instrumentation.tools.smolagents:SmolagentsInstrumentor",
+    "minisweagent": "agent_latency.instrumentation.tools.minisweagent:MiniSweAgentInstrumentor",
 }
 
 
@@ -39,6 +39,8 @@ TRIGGERS: dict[str, tuple[str, ...]] = {
     "mcp": ("mcp",),
     "openai_agents": ("agents",),
     "langchain": ("langchain_core",),
+    "smolagents": ("smolagents",),
+    "minisweagent": ("minisweagent",),
 }
 
 # Bumped by cancel_pending(): hooks registered before it do nothing when they fire.
@@ -109,20 +111,3 @@ def _apply(name: str, done: list[BaseInstrumentor]) -> None:
         return
     if instrumentor.is_instrumented_by_opentelemetry:
         done.append(instrumentor)
-
-
-class AgentLatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """Loaded by ``opentelemetry-instrument``: adds budgets and every instrumentation."""
-
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return ()
-
-    def _instrument(self, **kwargs: Any) -> None:
-        from ..configure import instrument
-
-        instrument()
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        from ..configure import uninstrument
-
-        uninstrument()

@@ -16,54 +16,40 @@ Patched when the program imports ``agents``; the SDK's own tracing is left alone
 
 from __future__ import annotations
 
-import contextvars
 import sys
 from collections.abc import Collection
 from typing import Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode
 
 from ... import semconv
 from ..._log import internal_error
-from ..._scope import detach, end_task, mark_error, start_task, start_tool, tool_attributes
+from ..._scope import end_task, start_tool, tool_attributes
 from .._imports import when_imported
-
-# True while an Agents SDK run's task is open in this context.
-_in_run: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "agent_latency_agents_run", default=False)
+from ._frameworks import RunTask, acall_as_task, acall_as_tool, call_as_task, in_run
 
 
-# -- tasks opened and ended by hand (a streamed run ends in another task) -------------------
 def _agent_name(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     agent = args[0] if args else kwargs.get("starting_agent")
     name = getattr(agent, "name", None)
     return str(name) if name else "agent"
 
 
-class _RunTask:
-    """The task span of one ``Runner`` run: current, and marked as a run (so nested runner
-    entry points add nothing), inside ``with``; an exception out of the block ends it, a
-    normal exit leaves the end to the caller (a streamed run ends when its loop does)."""
+def _tool_span(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Span:
+    tool = kwargs.get("function_tool", args[0] if args else None)
+    context = kwargs.get("context", args[1] if len(args) > 1 else None)
+    name = str(getattr(tool, "name", None) or "function")
+    return start_tool(name, tool_attributes(
+        name, source="openai_agents", call_id=getattr(context, "tool_call_id", None)))
 
-    __slots__ = ("_flag", "_token", "span")
 
-    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self.span, ctx = start_task(_agent_name(args, kwargs))
-        self._token = otel_context.attach(ctx)
-        self._flag = _in_run.set(True)
-
-    def __enter__(self) -> _RunTask:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc is not None:
-            end_task(self.span, exc)
-        _in_run.reset(self._flag)
-        detach(self._token)
+def _mark_sdk_error(span: Span, result: Any) -> None:
+    """The SDK turns a failing tool into an error message for the model: still an error."""
+    if getattr(result, "is_sdk_generated_error", False):
+        span.set_attribute(semconv.ERROR_TYPE, "tool_error")
+        span.set_status(Status(StatusCode.ERROR, "the tool failed"))
 
 
 def rebind(module_prefix: str, owner: Any, name: str, replacement: Any, original: Any,
@@ -146,27 +132,18 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     # -- runs ------------------------------------------------------------------------------
     async def _run(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> Any:
-        if _in_run.get() or not is_instrumentation_enabled():
-            return await wrapped(*args, **kwargs)
-        with _RunTask(args, kwargs) as run:
-            result = await wrapped(*args, **kwargs)
-        end_task(run.span)
-        return result
+        return await acall_as_task(lambda: _agent_name(args, kwargs), wrapped, args, kwargs)
 
     def _run_sync(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> Any:
-        if _in_run.get() or not is_instrumentation_enabled():
-            return wrapped(*args, **kwargs)
-        with _RunTask(args, kwargs) as run:
-            result = wrapped(*args, **kwargs)
-        end_task(run.span)
-        return result
+        return call_as_task(lambda: _agent_name(args, kwargs), wrapped, args, kwargs)
 
     def _run_streamed(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:
-        if _in_run.get() or not is_instrumentation_enabled():
+        if in_run() or not is_instrumentation_enabled():
             return wrapped(*args, **kwargs)
-        with _RunTask(args, kwargs) as run:  # the background run loop copies this context
+        # The background run loop copies this context.
+        with RunTask(_agent_name(args, kwargs)) as run:
             result = wrapped(*args, **kwargs)
         span = run.span
         try:
@@ -190,35 +167,5 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     # -- function tools ------------------------------------------------------------------------
     async def _tool(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
-            return await wrapped(*args, **kwargs)
-        span = None
-        try:
-            tool = kwargs.get("function_tool", args[0] if args else None)
-            context = kwargs.get("context", args[1] if len(args) > 1 else None)
-            name = str(getattr(tool, "name", None) or "function")
-            span = start_tool(name, tool_attributes(
-                name, source="openai_agents", call_id=getattr(context, "tool_call_id", None)))
-        except Exception:  # noqa: BLE001
-            internal_error("openai_agents.tool")
-            if span is None:
-                return await wrapped(*args, **kwargs)
-        token = otel_context.attach(trace.set_span_in_context(span))
-        try:
-            result = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            mark_error(span, exc)
-            span.end()
-            raise
-        finally:
-            detach(token)
-        try:
-            if getattr(result, "is_sdk_generated_error", False):
-                span.set_attribute(semconv.ERROR_TYPE, "tool_error")
-                span.set_status(Status(StatusCode.ERROR, "the tool failed"))
-            span.end()
-        except Exception:  # noqa: BLE001
-            internal_error("openai_agents.tool.end")
-        return result
-
-
+        return await acall_as_tool(lambda: _tool_span(args, kwargs), wrapped, args, kwargs,
+                                   "openai_agents.tool", check=_mark_sdk_error)

@@ -1,0 +1,185 @@
+"""The whole process as one task: opened at start-up, ended exactly once at exit or a signal.
+
+Two places open it, with the same machinery:
+
+* ``agent-latency run`` (its bootstrap, ``_run.bootstrap``): named after the command, started
+  when ``agent-latency run`` was invoked, marked ``agent_latency.run``;
+* ``instrument()`` on its own, when nothing else made the process a task (the *implicit*
+  process task, ``AGENT_LATENCY_PROCESS_TASK``): named after the script or module, started
+  when the kernel says the process started, marked ``agent_latency.process``.
+
+The task's parent is the ``TRACEPARENT`` the process was started with, if any, and its
+context is attached as the main thread's for the program's whole life.  It ends at exit
+(``atexit``: normal end, ``sys.exit``, an uncaught exception — then with status ERROR), or
+on ``SIGTERM`` / ``SIGHUP`` when the program left those at their default action: the task is
+ended and flushed, then the signal is re-raised with the default action so the exit status
+is still "killed by SIGTERM".  ``SIGKILL`` and ``os._exit`` end the process before anything
+can be written.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from . import semconv
+from ._log import internal_error
+
+
+class ProcessTask:
+    """The whole-process task: opened once, ended once (at exit, on a signal, or by hand)."""
+
+    __slots__ = ("ended", "error", "implicit", "name", "pid", "span")
+
+    def __init__(self) -> None:
+        self.span: Any = None
+        self.name = ""
+        self.pid = 0
+        self.implicit = False
+        self.ended = False
+        self.error: tuple[str, str] | None = None
+
+    @property
+    def is_open(self) -> bool:
+        """Whether it was opened and has not ended yet."""
+        return self.span is not None and not self.ended
+
+    def open(self, name: str, start_ns: int, attributes: dict[str, Any]) -> None:
+        """Start the task span and make it the current context of the calling thread."""
+        from opentelemetry import context as otel_context
+
+        from . import _scope
+        from .instrumentation.tools.subprocess import parent_context_from_env
+
+        span, ctx = _scope.start_task(
+            name, attributes={**attributes, semconv.TOOL_PID: os.getpid()},
+            context=parent_context_from_env(), start_time=min(start_ns, time.time_ns()))
+        self.span, self.name, self.pid = span, name, os.getpid()
+        self.implicit = bool(attributes.get(semconv.PROCESS_TASK))
+        otel_context.attach(ctx)  # never detached: the program's whole life is inside it
+
+    def end(self) -> None:
+        """End it with its budget (and the error that ended the process, if any); once."""
+        # A forked child inherits this object and our atexit hook: only the opener ends it.
+        if self.ended or self.span is None or os.getpid() != self.pid:
+            return
+        self.ended = True
+        from opentelemetry.trace import Status, StatusCode
+
+        from . import _scope
+
+        try:
+            from .instrumentation.tools.subprocess import finish_unwaited
+
+            finish_unwaited()
+        except Exception:  # noqa: BLE001
+            internal_error("process_task.finish_unwaited")
+        span = self.span
+        try:
+            if self.error is not None:
+                span.set_attribute(semconv.ERROR_TYPE, self.error[0])
+                span.set_status(Status(StatusCode.ERROR, self.error[1]))
+        except Exception:  # noqa: BLE001
+            internal_error("process_task.end")
+        _scope.end_task(span)
+
+
+process_task = ProcessTask()
+
+
+def open_process_task(name: str, start_ns: int, attributes: dict[str, Any]) -> bool:
+    """Open :data:`process_task` and hook its end to exit, uncaught exceptions and fatal
+    signals; False (and nothing done) when it was already opened in this process."""
+    import atexit
+
+    if process_task.span is not None:
+        return False
+    process_task.open(name, start_ns, attributes)
+    # Registered after instrument()'s own exit hook, so it runs first (atexit is LIFO).
+    atexit.register(process_task.end)
+    sys.excepthook = _excepthook_wrapper(sys.excepthook)
+    if on_main_thread():
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, _on_signal)
+    return True
+
+
+def process_name() -> str:
+    """The task name for this process: ``agent`` for ``python agent.py``, ``pkg.main`` for
+    ``python -m pkg.main``, ``python -c``, or a console script's name."""
+    from ._run import default_name
+
+    # ``sys.orig_argv`` (3.10+) still has ``-m pkg.main``; ``sys.argv[0]`` is the file by then.
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    return default_name(argv) if argv and argv[0] else "python"
+
+
+def process_start_ns() -> int | None:
+    """When the kernel started this process, in epoch nanoseconds (Linux, to the clock tick:
+    10 ms); None where ``/proc`` does not say."""
+    try:
+        with open("/proc/self/stat", "rb") as stat_file:
+            stat = stat_file.read()
+        # Field 2, the command name, may hold spaces and parentheses: count after its ")".
+        fields = stat[stat.rindex(b")") + 2:].split()
+        start_ticks = int(fields[19])  # field 22, ``starttime``: clock ticks after boot
+        age_s = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return time.time_ns() - int(max(age_s, 0.0) * 1e9)
+
+
+def on_main_thread() -> bool:
+    """Whether the caller runs on the main thread (signals and the process context live there)."""
+    return threading.current_thread() is threading.main_thread()
+
+
+def _excepthook_wrapper(original: Any) -> Any:
+    def excepthook(exc_type: Any, exc: Any, tb: Any) -> Any:
+        try:
+            if process_task.is_open:
+                process_task.error = (exc_type.__qualname__, str(exc) or exc_type.__name__)
+                process_task.span.record_exception(exc)
+        except Exception:  # noqa: BLE001
+            pass
+        return original(exc_type, exc, tb)
+
+    excepthook.__wrapped__ = original  # type: ignore[attr-defined]
+    return excepthook
+
+
+def _flush() -> None:
+    try:
+        from opentelemetry import trace
+
+        provider = trace.get_tracer_provider()
+        flush = getattr(provider, "force_flush", None)
+        if flush is not None:
+            flush(5000)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    """A fatal signal with the default action: end the task, flush, die of the signal."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    if process_task.error is None:
+        process_task.error = (name, f"killed by {name}")
+    process_task.end()
+    try:
+        from .configure import _at_exit
+
+        _at_exit()
+    except Exception:  # noqa: BLE001
+        pass
+    _flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)

@@ -1,0 +1,229 @@
+"""What the agent-framework instrumentations share: a run as a task, a tool call as a span.
+
+* :class:`RunTask` / :func:`call_as_task`: a framework's run (Agents SDK ``Runner.run``,
+  smolagents ``MultiStepAgent.run``, mini-swe-agent ``DefaultAgent.run``) opens a task named
+  after the agent.  A run inside a run — of any of these frameworks — opens no second task.
+  A run that returns a generator (smolagents with ``stream=True``) is a task until the
+  generator is done.
+* :func:`call_as_tool` / :func:`acall_as_tool`: one ``execute_tool`` span around a tool
+  call.
+* :class:`FrameworkInstrumentor`: wraps a framework's methods once its package is imported
+  and unwraps exactly those.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib
+import inspect
+from collections.abc import Callable, Collection, Generator
+from typing import Any, ClassVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from opentelemetry.trace import Span
+
+from ..._log import internal_error
+from ..._scope import detach, end_task, mark_error, start_task
+from .._imports import when_imported
+
+# True while an agent framework's run task is open in this context.
+_in_run: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "agent_latency_framework_run", default=False)
+
+
+def in_run() -> bool:
+    """Whether an agent framework's run is open in the current context."""
+    return _in_run.get()
+
+
+def agent_name(agent: Any) -> str:
+    """The agent's ``name`` when it has one, else its class name."""
+    name = getattr(agent, "name", None)
+    return str(name) if name else type(agent).__name__
+
+
+class RunTask:
+    """The task span of one framework run, started at construction.
+
+    Inside ``with`` it is the current context and marked as a run (so nested runs add
+    nothing); ``with`` can be entered again, one block at a time (each step of a stream).
+    An exception out of a block ends the task with it; a normal exit leaves the end to the
+    caller (a streamed run ends when its loop does).
+    """
+
+    __slots__ = ("_ctx", "_flag", "_token", "span")
+
+    def __init__(self, name: str) -> None:
+        self.span, self._ctx = start_task(name)
+        self._token: object = None
+        self._flag: contextvars.Token[bool] | None = None
+
+    def __enter__(self) -> RunTask:
+        self._token = otel_context.attach(self._ctx)
+        self._flag = _in_run.set(True)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc is not None:
+            end_task(self.span, exc)
+        if self._flag is not None:
+            _in_run.reset(self._flag)
+        detach(self._token)
+        self._token = self._flag = None
+
+
+def call_as_task(name_of: Callable[[], str], wrapped: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Any:
+    """``wrapped(*args, **kwargs)`` as a task named ``name_of()``, unless a run is open."""
+    if _in_run.get() or not is_instrumentation_enabled():
+        return wrapped(*args, **kwargs)
+    with RunTask(name_of()) as run:
+        result = wrapped(*args, **kwargs)
+    if inspect.isgenerator(result):
+        return _steps_in_task(run, result)
+    end_task(run.span)
+    return result
+
+
+async def acall_as_task(name_of: Callable[[], str], wrapped: Any, args: tuple[Any, ...],
+                        kwargs: dict[str, Any]) -> Any:
+    """:func:`call_as_task` for a coroutine function."""
+    if _in_run.get() or not is_instrumentation_enabled():
+        return await wrapped(*args, **kwargs)
+    with RunTask(name_of()) as run:
+        result = await wrapped(*args, **kwargs)
+    end_task(run.span)
+    return result
+
+
+def _steps_in_task(run: RunTask, steps: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
+    """Yield ``steps`` with the run's task current while each step is computed (not while the
+    caller handles it); the task ends with the generator: exhausted, failed or closed."""
+    failure: BaseException | None = None
+    try:
+        while True:
+            with run:  # a step that raises ends the task with its exception
+                try:
+                    step = next(steps)
+                except StopIteration as stop:
+                    return stop.value
+            yield step
+    except GeneratorExit:
+        steps.close()  # closed early: not a failure; what the close raises passes through
+        raise
+    except BaseException as exc:
+        failure = exc
+        raise
+    finally:
+        end_task(run.span, failure)
+
+
+def call_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any], where: str) -> Any:
+    """``wrapped(*args, **kwargs)`` inside the tool span ``start()`` opens (current while it
+    runs, so processes it starts nest in it); an exception marks the span ERROR and
+    propagates unchanged.  ``where`` names the place in an internal-error log."""
+    span = _start_tool(start, where)
+    if span is None:
+        return wrapped(*args, **kwargs)
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
+        result = wrapped(*args, **kwargs)
+    except BaseException as exc:
+        _fail(span, exc)
+        raise
+    finally:
+        detach(token)
+    span.end()
+    return result
+
+
+# The async twin of call_as_tool: the bodies differ only by ``await``, which one function
+# cannot both do and not do without making the sync path a coroutine.
+async def acall_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any, ...],
+                        kwargs: dict[str, Any], where: str,
+                        check: Callable[[Span, Any], None] | None = None) -> Any:
+    """:func:`call_as_tool` for a coroutine function; ``check(span, result)`` may mark the
+    span before it ends (a tool that returned its failure instead of raising)."""
+    span = _start_tool(start, where)
+    if span is None:
+        return await wrapped(*args, **kwargs)
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
+        result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        _fail(span, exc)
+        raise
+    finally:
+        detach(token)
+    if check is not None:
+        try:
+            check(span, result)
+        except Exception:  # noqa: BLE001
+            internal_error(where)
+    span.end()
+    return result
+
+
+def _start_tool(start: Callable[[], Span], where: str) -> Span | None:
+    if not is_instrumentation_enabled():
+        return None
+    try:
+        return start()
+    except Exception:  # noqa: BLE001
+        internal_error(where)
+        return None
+
+
+def _fail(span: Span, exc: BaseException) -> None:
+    mark_error(span, exc)
+    span.end()
+
+
+class FrameworkInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Wraps ``PATCHES`` once ``TRIGGER`` is imported; unwraps exactly what it wrapped.
+
+    ``PATCHES`` holds ``(module, "Class.method", wrapper name)``; the wrapper is a method of
+    the subclass.  ``_instruments`` are the supported versions of the framework.
+    """
+
+    _instruments: ClassVar[tuple[str, ...]] = ()
+    TRIGGER: ClassVar[str] = ""
+    PATCHES: ClassVar[tuple[tuple[str, str, str], ...]] = ()
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return self._instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        self._active = True
+        self._wrapped: list[tuple[Any, str]] = []
+        from ._threads import acquire
+
+        acquire()
+        when_imported(self.TRIGGER, self._patch)
+
+    def _patch(self, _module: Any = None) -> None:
+        if not self._active or self._wrapped:
+            return
+        from wrapt import wrap_function_wrapper
+
+        for module_name, path, wrapper in self.PATCHES:
+            owner_name, _, method = path.rpartition(".")
+            owner = getattr(importlib.import_module(module_name), owner_name)
+            wrap_function_wrapper(owner, method, getattr(self, wrapper))
+            self._wrapped.append((owner, method))
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        self._active = False
+        for owner, method in reversed(self._wrapped):
+            try:
+                unwrap(owner, method)
+            except Exception:  # noqa: BLE001
+                pass
+        self._wrapped = []
+        from ._threads import release
+
+        release()
