@@ -5,6 +5,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 LEGACY ?= .venv-legacy
+# aider pins openai 2.x and litellm exactly: it gets a virtual environment of its own.
+AIDER ?= .venv-aider
 PYTEST_ARGS ?=
 # The older SDK line, on httpx/httpcore instead of httpx2/httpcore2.
 LEGACY_PINS ?= "openai>=1.40,<2" "anthropic>=0.40,<0.50" "mcp>=1.9,<2"
@@ -42,6 +44,16 @@ $(LEGACY)/.test-installed: pyproject.toml | system-packages
 	$(call kernel_delay_deps,$(LEGACY))
 	touch $@
 
+# aider-chat with its own pins, plus this project without extras (what `agent-latency run`
+# needs in the interpreter it instruments); the acceptance tests find it through
+# AGENT_LATENCY_AIDER_PYTHON.
+$(AIDER)/.test-installed: pyproject.toml
+	$(PYTHON) -m venv $(AIDER)
+	$(AIDER)/bin/python -m pip install -q --upgrade pip
+	$(AIDER)/bin/python -m pip install -q 'aider-chat>=0.86,<0.87'
+	$(AIDER)/bin/python -m pip install -q -e . pytest
+	touch $@
+
 system-packages:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -53,11 +65,11 @@ system-packages:
 	  else echo "not root: skipping system packages$$missing (their tests skip)"; fi; \
 	fi
 
-test: system-packages $(VENV)/.test-installed $(LEGACY)/.test-installed
+test: system-packages $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed
 	$(MAKE) test-current test-legacy
 
 test-current: $(VENV)/.test-installed
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	AGENT_LATENCY_AIDER_PYTHON=$(abspath $(AIDER))/bin/python $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 # The tests that talk to the SDKs, again on their older httpx-based releases.
 test-legacy: $(LEGACY)/.test-installed
@@ -69,4 +81,4 @@ bench: $(VENV)/.test-installed
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || echo "($$b exited $$?)"; done
 
 clean:
-	rm -rf $(VENV) $(LEGACY) .pytest_cache .hypothesis .agent-latency
+	rm -rf $(VENV) $(LEGACY) $(AIDER) .pytest_cache .hypothesis .agent-latency
