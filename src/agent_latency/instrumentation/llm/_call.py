@@ -128,8 +128,8 @@ class LLMCall:
     """One model request, from the SDK method call to the end of its response."""
 
     __slots__ = (
-        "__weakref__", "attempts", "capture", "chunks", "content", "context", "endpoint",
-        "first_chunk", "first_cpu", "in_next", "info", "is_async", "kwargs", "last_chunk", "lock",
+        "__weakref__", "attempts", "capture", "chunks", "content", "context", "cpu_first",
+        "endpoint", "first_chunk", "first_cpu", "in_next", "info", "is_async", "kwargs", "last_chunk", "lock",
         "meta_chunk", "model", "outputs", "propagate", "provider", "server_address",
         "server_port", "settings", "span", "start_ns", "state", "stream", "streaming", "t_call",
         "t_chunk", "t_first", "t_first_chunk", "t_last", "t_return", "usage_chunk",
@@ -162,6 +162,7 @@ class LLMCall:
         self.t_return: float | None = None
         self.first_chunk: Any = None
         self.first_cpu = 0.0
+        self.cpu_first: float | None = None
         self.last_chunk: Any = None
         self.meta_chunk: Any = None
         self.usage_chunk: Any = None
@@ -247,7 +248,7 @@ class LLMCall:
 
     def _absorb_stream(self, stream: Any) -> None:
         self.chunks, self.outputs = stream.chunks, stream.outputs
-        self.first_cpu = stream.first_cpu
+        self.first_cpu, self.cpu_first = stream.first_cpu, stream.cpu_first
         self.t_first, self.t_last = stream.t_first, stream.t_last
         self.t_first_chunk, self.t_chunk = stream.t_first_chunk, stream.t_chunk
         self.first_chunk = stream.first_chunk

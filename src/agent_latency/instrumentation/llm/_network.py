@@ -17,7 +17,7 @@ import contextvars
 import socket
 import struct
 import sys
-from time import perf_counter
+from time import perf_counter, thread_time
 from typing import Any
 
 from opentelemetry import propagate
@@ -63,7 +63,7 @@ def _socket_of(stream: Any) -> Any:
 class Attempt:
     """The marks of one HTTP attempt (one ``send``), in ``perf_counter`` seconds."""
 
-    __slots__ = ("connect", "error", "host", "port", "request_id", "response", "reused",
+    __slots__ = ("connect", "cpu_sent", "error", "host", "port", "request_id", "response", "reused",
                  "rtt", "rtt_source", "sock", "status", "t_body_done", "t_closed",
                  "t_connect", "t_headers", "t_received", "t_return", "t_send", "t_sent",
                  "t_start", "t_tls", "tls", "on_closed")
@@ -83,6 +83,7 @@ class Attempt:
         self.t_closed: float | None = None
         self.t_return: float | None = None
         self.t_received: float | None = None  # the last body bytes of a streamed response
+        self.cpu_sent: float | None = None  # the sending thread's CPU clock at t_sent
         self.reused = True
         self.sock: Any = None
         self.rtt = 0.0
@@ -105,6 +106,7 @@ class Attempt:
 
     def _sent(self, t: float, info: Any) -> None:
         self.t_sent = t
+        self.cpu_sent = thread_time()
 
     def _headers(self, t: float, info: Any) -> None:
         self.t_headers = t

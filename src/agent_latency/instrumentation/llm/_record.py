@@ -101,6 +101,9 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
     attrs[semconv.LLM_CHUNKS] = call.chunks
     if call.t_first is not None:
         attrs[semconv.LLM_TTFT] = call.t_first - call.t_call
+        busy = _client_busy(call)
+        if busy is not None:
+            attrs[semconv.LLM_CLIENT_BUSY] = busy
     if call.t_first_chunk is not None:
         attrs[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = call.t_first_chunk - call.t_call
     if call.attempts:
@@ -139,6 +142,16 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
         _phase_spans(call, phases, end_ns)
     span.end(end_time=end_ns)
     _metrics(call, duration, phases, attrs, error, per_chunk)
+
+
+def _client_busy(call: LLMCall) -> float | None:
+    """The sending thread's CPU time from the last request byte to the first token (sync
+    streams): when it is a large part of that wait, the client was busy as the token arrived
+    and the prefill seen is an upper bound."""
+    if call.cpu_first is None or not call.attempts:
+        return None
+    sent = call.attempts[-1].cpu_sent
+    return max(call.cpu_first - sent, 0.0) if sent is not None else None
 
 
 def _attempt_events(call: LLMCall) -> None:

@@ -47,7 +47,8 @@ def _sdk_next(wrapped: Any, name: str) -> Any:
     return getattr(wrapped, name)
 
 
-_CHUNK_SLOTS = ("__weakref__", "call", "chunks", "content", "first_chunk", "first_cpu",
+_CHUNK_SLOTS = ("__weakref__", "call", "chunks", "content", "cpu_first", "first_chunk",
+                "first_cpu",
                 "in_next", "meta_chunk", "next", "observe", "outputs", "t_chunk", "t_first",
                 "t_first_chunk", "t_last", "usage_chunk")
 
@@ -72,6 +73,7 @@ class _Chunks:
         self.t_chunk = self.t_first = self.t_last = self.t_first_chunk = None
         self.first_chunk = self.meta_chunk = self.usage_chunk = None
         self.first_cpu = 0.0
+        self.cpu_first: float | None = None
         self.content = call.content
         call.stream = weakref.ref(self)
 
@@ -174,7 +176,8 @@ class _BeforeFirstSync(_SyncChunks):
         cpu = thread_time()
         chunk = _SyncChunks.__next__(self)
         if self.t_first is not None:
-            self.first_cpu = thread_time() - cpu
+            self.cpu_first = now = thread_time()
+            self.first_cpu = now - cpu
             self.__class__ = _SyncChunks
         return chunk
 
