@@ -12,6 +12,11 @@ never counted.  Printed: instructions added per non-streaming call and per strea
 ``uninstrument()`` leaves wrappers behind (OpenLLMetry) cannot be measured this way.
 
     python benchmarks/bench_llm_instructions.py [--n 10] [--libraries agent_latency,official]
+
+A library name ending in ``+litellm`` makes the same calls through ``litellm.completion``
+(litellm's OpenAI path: the openai SDK's low-level ``client.post`` on an httpx client), with
+our litellm instrumentation on top for ``agent_latency+litellm``: the per-chunk cost of the
+path real agents (mini-swe-agent, smolagents, aider) take.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -35,19 +41,35 @@ def worker(library: str, url: str, n: int) -> None:
     import openai
     from bench_llm_overhead import _setup
 
-    instrumentor = _setup(library)
-    client = openai.OpenAI(base_url=url + "/v1", api_key="sk-bench", max_retries=0)
+    base, _, via = library.partition("+")
+    instrumentors = [i for i in (_setup(base),) if i is not None]
     messages = [{"role": "user", "content": "benchmark " * 20}]
+    if via == "litellm":
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        if base == "agent_latency":
+            from agent_latency.instrumentation.llm.litellm import LiteLLMInstrumentor
+
+            instrumentors.append(LiteLLMInstrumentor())
+            instrumentors[-1].instrument()
+        # Looked up at each call: uninstrument() puts the original function back.
+        def create(**kwargs: Any) -> Any:
+            return litellm.completion(model="openai/m", api_base=url + "/v1",
+                                      api_key="sk-bench", max_retries=0, **kwargs)
+    else:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="sk-bench", max_retries=0)
+
+        def create(**kwargs: Any) -> Any:
+            return client.chat.completions.create(model="m", **kwargs)
 
     def run(kind: str) -> None:
         tokens = KINDS[kind]
         if not tokens:
-            client.chat.completions.create(model="m", messages=messages, max_tokens=20,
-                                           temperature=0.0)
+            create(messages=messages, max_tokens=20, temperature=0.0)
             return
-        for _ in client.chat.completions.create(model="m", messages=messages, stream=True,
-                                                max_tokens=tokens, temperature=0.0,
-                                                stream_options={"include_usage": True}):
+        for _ in create(messages=messages, stream=True, max_tokens=tokens, temperature=0.0,
+                        stream_options={"include_usage": True}):
             pass
 
     for _ in range(5):
@@ -62,7 +84,8 @@ def worker(library: str, url: str, n: int) -> None:
 
     dump("warm")
     for on in (True, False):
-        (instrumentor.instrument if on else instrumentor.uninstrument)()
+        for instrumentor in instrumentors:
+            (instrumentor.instrument if on else instrumentor.uninstrument)()
         for kind in KINDS:
             for _ in range(n):
                 run(kind)
@@ -122,10 +145,10 @@ def main(argv: list[str] | None = None) -> int:
                          (per["s200-off"] - per["s20-off"]) / chunks,
                          (added["s200"] - added["s20"]) / chunks))
     print(f"instructions (callgrind), {args.n} calls of each kind per batch")
-    print(f"{'library':<14} {'SDK per call':>13} {'added per call':>15} {'SDK per chunk':>14} "
+    print(f"{'library':<22} {'SDK per call':>13} {'added per call':>15} {'SDK per chunk':>14} "
           f"{'added per chunk':>16}")
     for library, sdk_call, call, sdk_chunk, chunk in rows:
-        print(f"{library:<14} {sdk_call:>13,.0f} {call:>+15,.0f} {sdk_chunk:>14,.0f} "
+        print(f"{library:<22} {sdk_call:>13,.0f} {call:>+15,.0f} {sdk_chunk:>14,.0f} "
               f"{chunk:>+16,.0f}")
     by_name = {r[0]: r for r in rows}
     if "agent_latency" in by_name and "official" in by_name:
