@@ -122,3 +122,51 @@ class TestContext:
         litellm.completion("openai/sim-a", MESSAGES, api_base=sim.base_url + "/v1",
                            api_key="sk-test", max_tokens=8)
         assert one_llm_span(otel).name == "chat sim-a"
+
+
+class TestOtherEntryPoints:
+    """litellm's Router and Responses API are one span per model request too."""
+
+    def test_router_completion(self, otel, sim):
+        router = litellm.Router(model_list=[{
+            "model_name": "fast", "litellm_params": {
+                "model": "openai/sim-a", "api_base": sim.base_url + "/v1",
+                "api_key": "sk-test"}}])
+        router.completion(model="fast", messages=MESSAGES, max_tokens=8)
+        span = one_llm_span(otel)
+        assert span.name == "chat sim-a"
+        assert_phases_add_up(span)
+
+    def test_router_async_stream(self, otel, sim):
+        router = litellm.Router(model_list=[{
+            "model_name": "fast", "litellm_params": {
+                "model": "openai/sim-a", "api_base": sim.base_url + "/v1",
+                "api_key": "sk-test"}}])
+
+        async def main():
+            stream = await router.acompletion(model="fast", messages=MESSAGES, max_tokens=8,
+                                              stream=True)
+            return [chunk async for chunk in stream]
+
+        assert asyncio.run(main())
+        span = one_llm_span(otel)
+        assert span.attributes[semconv.LLM_TTFT] > 0
+        assert_phases_add_up(span)
+
+    def test_responses_stream(self, otel, sim):
+        events = list(litellm.responses(model="openai/sim-r", input="hello " * 50,
+                                        api_base=sim.base_url + "/v1", api_key="sk-test",
+                                        max_output_tokens=8, stream=True))
+        assert events
+        span = one_llm_span(otel)
+        assert span.name == "chat sim-r"
+        assert span.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 8
+        assert span.attributes[semconv.LLM_TTFT] > 0
+        assert_phases_add_up(span)
+
+    def test_embedding(self, otel, sim):
+        litellm.embedding(model="openai/sim-e", input=["hello"],
+                          api_base=sim.base_url + "/v1", api_key="sk-test")
+        span = one_llm_span(otel)
+        assert span.name == "embeddings sim-e"
+        assert_phases_add_up(span)
