@@ -105,21 +105,46 @@ _TOOL_CALLS = semconv.budget_count("tool_calls")
 class TaskSummaryPrinter(SpanProcessor):
     """Prints one line per finished task, e.g. ``task fix 12.41s = output 4.10 | …``.
 
-    The implicit process task of a program that made no LLM call and ran no tool gets no
-    line: it would only say how long the program ran.
+    The implicit process task (``instrument()`` alone) gets a line only for LLM calls or
+    tools of its own: a program that made none, or made them all inside its own tasks or
+    agent runs (explicit tasks win), would only be told how long it ran.
     """
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         self._stream = stream
+        # LLM and tool calls of the tasks that ended right under the implicit process task.
+        self._nested: dict[int, list[int]] = {}
+
+    def _remember(self, span: ReadableSpan, attrs: Any) -> None:
+        from ._process import process_task
+
+        parent = span.parent
+        implicit = process_task.span if process_task.implicit else None
+        # Only tasks right under the implicit process task: bounded to one entry.
+        if (parent is not None and implicit is not None
+                and parent.span_id == implicit.get_span_context().span_id):
+            seen = self._nested.setdefault(parent.span_id, [0, 0])
+            seen[0] += int(attrs.get(_LLM_CALLS) or 0)
+            seen[1] += int(attrs.get(_TOOL_CALLS) or 0)
+
+    def _has_own_work(self, span: ReadableSpan, attrs: Any) -> bool:
+        nested = self._nested.pop(span.context.span_id, [0, 0])
+        return (int(attrs.get(_LLM_CALLS) or 0) > nested[0]
+                or int(attrs.get(_TOOL_CALLS) or 0) > nested[1])
 
     def on_end(self, span: ReadableSpan) -> None:
         attrs = span.attributes or {}
         name = attrs.get(semconv.TASK_NAME)
         if name is None or semconv.BUDGET_WALL not in attrs:
             return
-        if (attrs.get(semconv.PROCESS_TASK) and not attrs.get(_LLM_CALLS)
-                and not attrs.get(_TOOL_CALLS)):
-            return
+        try:
+            if attrs.get(semconv.PROCESS_TASK):
+                if not self._has_own_work(span, attrs):
+                    return
+            else:
+                self._remember(span, attrs)
+        except Exception:  # noqa: BLE001 - a line is not worth an error
+            pass
         budget = Budget(
             wall=float(attrs[semconv.BUDGET_WALL]),
             shares={c: float(attrs.get(semconv.budget_share(c), 0.0)) for c in COMPONENTS},

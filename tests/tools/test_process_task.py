@@ -92,6 +92,18 @@ class TestImplicitProcessTask:
         assert inner["parent"] == outer["span_id"]
         assert outer["attributes"][semconv.budget_count("subtasks")] == 1
         assert outer["attributes"][semconv.budget_count("tool_calls")] == 1
+        # Explicit tasks win: all the work was the program's own task's, one line.
+        assert summary_names(proc.stderr) == ["inner"]
+
+    def test_work_outside_the_program_tasks_gets_the_process_line(self, tmp_path):
+        proc, _ = run_program(tmp_path, """
+            import subprocess, agent_latency
+            agent_latency.instrument()
+            with agent_latency.task("inner"):
+                subprocess.run(["true"])
+            subprocess.run(["true"])
+            """)
+        assert proc.returncode == 0, proc.stderr
         assert summary_names(proc.stderr) == ["inner", "prog"]
 
     def test_no_llm_call_and_no_tool_prints_no_line(self, tmp_path):
