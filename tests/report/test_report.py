@@ -141,3 +141,20 @@ class TestBadFiles:
         (tmp_path / "empty.jsonl").write_text("")
         result = run_cli("report", "empty.jsonl", cwd=tmp_path)
         assert result.returncode == 1 and "no tasks" in result.stderr
+
+
+class TestImplicitProcessTask:
+    """The report shows the implicit process task only when it had work of its own."""
+
+    @pytest.mark.parametrize(("outside", "names"), [
+        ("", ["outer", "inner"]),
+        ("subprocess.run(['true'])", ["python -c", "outer", "inner"]),
+    ])
+    def test_shown_only_with_work_of_its_own(self, tmp_path, outside, names):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENT_LAT"))}
+        program = "import subprocess\n" + PROGRAM + outside + "\n"
+        result = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        tasks, _ = load_tasks(str(tmp_path / ".agent-latency/traces.jsonl"))
+        assert [t.name for t in tasks] == names

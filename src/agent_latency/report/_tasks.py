@@ -88,6 +88,7 @@ def find_tasks(spans: list[StoredSpan]) -> tuple[list[StoredTask], list[str]]:
         owner.intervals.extend(intervals)
         count_span(owner.counts, kind, span.attributes, nested_tool=top is not span)
     ordered = sorted(tasks.values(), key=lambda t: t.span.start_ns)
+    idle = _idle_process_tasks(ordered)
     # Innermost first, so each task hands its parent everything below it exactly once.
     for task in sorted(ordered, key=_depth, reverse=True):
         if task.parent is not None:
@@ -97,7 +98,18 @@ def find_tasks(spans: list[StoredSpan]) -> tuple[list[StoredTask], list[str]]:
             task.parent.counts["subtasks"] += 1
     for task in ordered:
         task.budget = split(task.intervals, task.span.start_ns, task.span.end_ns, task.counts)
-    return ordered, problems
+    return [t for t in ordered if id(t) not in idle], problems
+
+
+_OWN_WORK = ("llm_calls", "tool_calls")
+
+
+def _idle_process_tasks(tasks: list[StoredTask]) -> set[int]:
+    """Implicit process tasks (``instrument()`` alone) with no LLM call or tool of their own
+    (before nested tasks hand theirs up): not reported, as no summary line is printed for
+    them — the program's own tasks win."""
+    return {id(t) for t in tasks if t.span.attributes.get(semconv.PROCESS_TASK)
+            and not any(t.counts[name] for name in _OWN_WORK)}
 
 
 def _number(span_id: str) -> int:
