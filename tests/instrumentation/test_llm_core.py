@@ -202,3 +202,37 @@ class TestSafety:
         client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=8)
         assert trace.get_current_span() is before
         assert _network.CURRENT.get() is None
+
+
+class TestProviders:
+    """instrument(tracer_provider=…, meter_provider=…) sends that instrumentor's telemetry
+    there, not to the global providers."""
+
+    def test_explicit_providers(self, otel, client):
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+
+        from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
+
+        exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        meters = MeterProvider(metric_readers=[reader])
+        instrumentor = OpenAIInstrumentor()
+        instrumentor.uninstrument()
+        instrumentor.instrument(tracer_provider=provider, meter_provider=meters)
+        try:
+            client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=8)
+        finally:
+            instrumentor.uninstrument()
+            instrumentor.instrument()
+        assert [s.name for s in exporter.get_finished_spans() if s.name == "chat m"]
+        assert not [s for s in otel.spans() if s.name == "chat m"]
+        names = {m.name for rm in reader.get_metrics_data().resource_metrics
+                 for sm in rm.scope_metrics for m in sm.metrics}
+        assert semconv.GEN_AI_CLIENT_OPERATION_DURATION in names
