@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from llm_helpers import FAST
 
+from agent_latency.instrumentation.httpx import HttpxInstrumentor
 from agent_latency.instrumentation.llm import _rates
 from agent_latency.instrumentation.llm.anthropic import AnthropicInstrumentor
-from agent_latency.instrumentation.httpx import HttpxInstrumentor
 from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
 from agent_latency.simulator import Simulator
 

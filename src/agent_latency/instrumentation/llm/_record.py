@@ -11,8 +11,8 @@ from ... import semconv
 from ..._log import internal_error
 from ...budget import CallMarks, CallPhases, call_phases, split_server_time
 from . import _rates
-from ._network import RTT_NONE
 from ._call import LLMCall
+from ._network import RTT_NONE
 
 
 # -- phases ---------------------------------------------------------------------------

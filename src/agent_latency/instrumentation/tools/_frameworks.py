@@ -145,25 +145,46 @@ def call_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any, ...],
 # cannot both do and not do without making the sync path a coroutine.
 async def acall_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any, ...],
                         kwargs: dict[str, Any], where: str,
-                        check: Callable[[Span, Any], None] | None = None) -> Any:
-    """:func:`call_as_tool` for a coroutine function; ``check(span, result)`` may mark the
-    span before it ends (a tool that returned its failure instead of raising)."""
+                        check: Callable[[Span, Any], None] | None = None, *,
+                        prepare: Callable[[Span, dict[str, Any]], dict[str, Any]] | None = None,
+                        on_error: Callable[[Span], None] | None = None,
+                        finish: Callable[[Span, Any], None] | None = None) -> Any:
+    """:func:`call_as_tool` for a coroutine function.
+
+    ``check(span, result)`` may mark the span before it ends (a tool that returned its
+    failure instead of raising); ``prepare(span, kwargs)`` returns the keyword arguments to
+    call with (MCP puts the trace context into the request); ``on_error(span)`` runs before
+    a failed span ends; ``finish(span, result)`` ends the span itself (MCP splits transport
+    from server time)."""
     span = _start_tool(start, where)
     if span is None:
         return await wrapped(*args, **kwargs)
+    if prepare is not None:
+        try:
+            kwargs = prepare(span, kwargs)
+        except Exception:  # noqa: BLE001
+            internal_error(where)
     token = otel_context.attach(trace.set_span_in_context(span))
     try:
         result = await wrapped(*args, **kwargs)
     except BaseException as exc:
+        if on_error is not None:
+            try:
+                on_error(span)
+            except Exception:  # noqa: BLE001
+                internal_error(where)
         _fail(span, exc)
         raise
     finally:
         detach(token)
-    if check is not None:
-        try:
+    try:
+        if check is not None:
             check(span, result)
-        except Exception:  # noqa: BLE001
-            internal_error(where)
+        if finish is not None:
+            finish(span, result)
+            return result
+    except Exception:  # noqa: BLE001
+        internal_error(where)
     span.end()
     return result
 

@@ -31,13 +31,14 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from opentelemetry.instrumentation.utils import unwrap
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ... import semconv
 from ..._log import internal_error
-from ..._scope import detach, mark_error, start_tool, tool_attributes, tracer
+from ..._scope import detach, start_tool, tool_attributes, tracer
 from .._imports import when_imported
+from ._frameworks import acall_as_tool
 
 # stream object -> (transport, get_session_id or None), filled by the transport wrappers.
 _streams: weakref.WeakKeyDictionary[Any, tuple[str, Any]] = weakref.WeakKeyDictionary()
@@ -212,59 +213,28 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     async def _call_tool(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
                          kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
-            return await wrapped(*args, **kwargs)
-        span = None
-        try:
+        clock: list[int] = []  # (wall start, monotonic start) of the call
+
+        def start() -> trace.Span:
             name = args[0] if args else kwargs.get("name")
             name = str(name) if name else "mcp"
             attributes = tool_attributes(
                 name, tool_type=semconv.TOOL_TYPE_EXTENSION, source="mcp", counted=False,
                 extra={semconv.MCP_METHOD_NAME: "tools/call"})
-            info = instance.__dict__.get("_agent_latency_transport")
-            if info is not None:
-                attributes[semconv.NETWORK_TRANSPORT] = info[0]
-                if info[0] == "tcp":
-                    attributes[semconv.NETWORK_PROTOCOL_NAME] = "http"
-                if info[1] is not None:
-                    try:
-                        sid = info[1]()
-                        if sid:
-                            attributes[semconv.MCP_SESSION_ID] = str(sid)
-                    except Exception:  # noqa: BLE001
-                        pass
-            version = getattr(instance, "protocol_version", None)
-            if callable(version):
-                version = None
-            if isinstance(version, str):
-                attributes[semconv.MCP_PROTOCOL_VERSION] = version
-            start = time.perf_counter_ns()
-            start_ns = time.time_ns()
-            span = start_tool(name, attributes, kind=SpanKind.CLIENT, start_time=start_ns)
-            if self._inject:
-                kwargs = self._with_meta(span, kwargs)
-        except Exception:  # noqa: BLE001
-            internal_error("mcp.call_tool")
-            if span is None:
-                return await wrapped(*args, **kwargs)
-        token = otel_context.attach(trace.set_span_in_context(span))
-        try:
-            result = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            detach(token)
-            span.set_attribute(semconv.COMPONENT, semconv.TOOL_EXECUTION)
-            mark_error(span, exc)
-            span.end()
-            raise
-        detach(token)
-        try:
-            self._end(span, result, start_ns, time.perf_counter_ns() - start)
-        except Exception:  # noqa: BLE001
-            internal_error("mcp.call_tool.end")
-        return result
+            _session_attributes(instance, attributes)
+            clock[:] = [time.time_ns(), time.perf_counter_ns()]
+            return start_tool(name, attributes, kind=SpanKind.CLIENT, start_time=clock[0])
+
+        def finish(span: trace.Span, result: Any) -> None:
+            self._end(span, result, clock[0], time.perf_counter_ns() - clock[1])
+
+        return await acall_as_tool(start, wrapped, args, kwargs, "mcp.call_tool",
+                                   prepare=self._with_meta if self._inject else None,
+                                   on_error=_counted_as_tool, finish=finish)
 
     @staticmethod
     def _with_meta(span: trace.Span, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call's keyword arguments with the span's trace context in MCP ``_meta``."""
         meta = kwargs.get("meta")
         carrier: dict[str, Any] = dict(meta) if isinstance(meta, dict) else {}
         if "traceparent" in carrier:
@@ -307,3 +277,27 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         span.end(end_time=end_ns)
 
 
+
+
+def _session_attributes(session: Any, attributes: dict[str, Any]) -> None:
+    """Transport, session id and protocol version of the client session, when known."""
+    info = session.__dict__.get("_agent_latency_transport")
+    if info is not None:
+        attributes[semconv.NETWORK_TRANSPORT] = info[0]
+        if info[0] == "tcp":
+            attributes[semconv.NETWORK_PROTOCOL_NAME] = "http"
+        if info[1] is not None:
+            try:
+                sid = info[1]()
+                if sid:
+                    attributes[semconv.MCP_SESSION_ID] = str(sid)
+            except Exception:  # noqa: BLE001
+                pass
+    version = getattr(session, "protocol_version", None)
+    if isinstance(version, str):
+        attributes[semconv.MCP_PROTOCOL_VERSION] = version
+
+
+def _counted_as_tool(span: trace.Span) -> None:
+    # Started without a component (it decides at its end); a failed call is tool time.
+    span.set_attribute(semconv.COMPONENT, semconv.TOOL_EXECUTION)
