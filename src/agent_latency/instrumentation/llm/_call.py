@@ -130,8 +130,8 @@ class LLMCall:
     __slots__ = (
         "__weakref__", "attempts", "capture", "chunks", "content", "context", "cpu_first",
         "endpoint", "first_chunk", "first_cpu", "in_next", "info", "is_async", "kwargs",
-        "last_chunk", "lock", "meta_chunk", "model", "outputs", "propagate", "provider", "server_address",
-        "server_port", "settings", "span", "start_ns", "state", "stream", "streaming", "t_call",
+        "last_chunk", "lock", "meta_chunk", "model", "outputs", "propagate", "provider",
+        "server_address", "server_port", "settings", "span", "start_ns", "state", "stream", "streaming", "t_call",
         "t_chunk", "t_first", "t_first_chunk", "t_last", "t_return", "usage_chunk",
     )
 
