@@ -3,13 +3,14 @@
 Timing a per-chunk cost of ~1 µs as the slope between two stream lengths is ~1 % of a
 stream's CPU, inside the run-to-run drift of a shared machine; instruction counts do not
 depend on the machine's load (hash seeds and garbage collection still move the per-chunk
-slope by ~±20 % between runs).  Each library runs in its own process under
-``valgrind --tool=callgrind`` (the simulator runs outside it); after warm-up the worker
-makes ``--n`` calls of each kind with the library instrumented, then ``--n`` with it uninstrumented, and asks callgrind to
-dump its counters after each batch (``callgrind_control -d``), so imports and warm-up are
-never counted.  Printed: instructions added per non-streaming call and per streamed chunk
-(the slope between streams of 20 and 200 output tokens).  Needs valgrind; a library whose
-``uninstrument()`` leaves wrappers behind (OpenLLMetry) cannot be measured this way.
+slope by ~±20 % between runs). Each library runs in its own process under ``valgrind
+--tool=callgrind`` (the simulator runs outside it); after warm-up the worker makes ``--n``
+calls of each kind with the library instrumented, then ``--n`` with it uninstrumented, and
+asks callgrind to dump its counters after each batch (``callgrind_control -d``), so imports
+and warm-up are never counted. Printed: instructions added per non-streaming call and per
+streamed chunk (the slope between streams of 20 and 200 output tokens). Needs valgrind; a
+library whose ``uninstrument()`` leaves wrappers behind (OpenLLMetry) cannot be measured
+this way.
 
     python benchmarks/bench_llm_instructions.py [--n 10] [--libraries agent_latency,official]
 

@@ -131,8 +131,9 @@ class LLMCall:
         "__weakref__", "attempts", "capture", "chunks", "content", "context", "cpu_first",
         "endpoint", "first_chunk", "first_cpu", "in_next", "info", "is_async", "kwargs",
         "last_chunk", "lock", "meta_chunk", "model", "outputs", "propagate", "provider",
-        "server_address", "server_port", "settings", "span", "start_ns", "state", "stream", "streaming", "t_call",
-        "t_chunk", "t_first", "t_first_chunk", "t_last", "t_return", "usage_chunk",
+        "server_address", "server_port", "settings", "span", "start_ns", "state", "stream",
+        "streaming", "t_call", "t_chunk", "t_first", "t_first_chunk", "t_last", "t_return",
+        "usage_chunk",
     )
 
     def __init__(self, endpoint: Endpoint, settings: Settings, model: str,
