@@ -53,6 +53,20 @@ def tcp_info_rtt(sock: Any) -> float | None:
     return rtt_us / 1e6 if rtt_us > 0 else None
 
 
+def tcp_last_data_received(sock: Any) -> float | None:
+    """Seconds since ``sock`` last received data, from the kernel (Linux ``TCP_INFO``
+    ``tcpi_last_data_recv``, in jiffies: 1–10 ms resolution), or None."""
+    if _TCP_INFO is None or sock is None:
+        return None
+    try:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 104)
+    except (OSError, AttributeError, TypeError, ValueError):
+        return None
+    if len(raw) < 56:
+        return None
+    return struct.unpack_from("=I", raw, 52)[0] / 1e3
+
+
 def _socket_of(stream: Any) -> Any:
     try:
         return stream.get_extra_info("socket")
@@ -82,7 +96,8 @@ class Attempt:
         self.t_body_done: float | None = None
         self.t_closed: float | None = None
         self.t_return: float | None = None
-        self.t_received: float | None = None  # the last body bytes of a streamed response
+        # The response's last bytes, from the kernel as the response closes.
+        self.t_received: float | None = None
         self.cpu_sent: float | None = None  # the sending thread's CPU clock at t_sent
         self.reused = True
         self.sock: Any = None
@@ -117,6 +132,10 @@ class Attempt:
     def _closed(self, t: float, info: Any) -> None:
         if self.t_closed is None:
             self.t_closed = t
+            # The connection is still open here: ask the kernel when its last bytes came.
+            since = tcp_last_data_received(self.sock)
+            if since is not None:
+                self.t_received = t - since
             if self.t_body_done is None:
                 self.t_body_done = t
             cb = self.on_closed
@@ -245,80 +264,16 @@ def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if attempt is not None:
             attempt.failed(exc)
         raise
-    return _got_response(attempt, response, kwargs.get("stream", False), False)
+    return _got_response(attempt, response)
 
 
-def _got_response(attempt: Attempt | None, response: Any, streamed: bool,
-                  is_async: bool) -> Any:
+def _got_response(attempt: Attempt | None, response: Any) -> Any:
     if attempt is not None:
         try:
             attempt.got_response(response)
-            if streamed:
-                _time_body(response, attempt, is_async)
         except Exception:  # noqa: BLE001
             internal_error("network.got_response")
     return response
-
-
-# -- when the last bytes of a streamed body arrived ------------------------------------------
-# httpcore's trace events say when the body was read to its end, which for a stream is when
-# the SDK asks past its final event: after it has parsed that event (0.4 s for a Responses
-# ``response.completed`` in openai 3.x).  The time of the last bytes tells the wire's tail
-# from the client's.  One timestamp per network read; the byte stream stays the library's own
-# type (httpx checks it with isinstance).
-_timed_types: dict[tuple[str, bool], type] = {}
-
-
-def _timed_type(library: str, is_async: bool) -> type:
-    key = (library, is_async)
-    cls = _timed_types.get(key)
-    if cls is not None:
-        return cls
-    module = sys.modules[library]
-    if is_async:
-        class TimedAsyncBody(module.AsyncByteStream):  # type: ignore[name-defined,misc]
-            __slots__ = ("_attempt", "_stream")
-
-            def __init__(self, stream: Any, attempt: Attempt) -> None:
-                self._stream = stream
-                self._attempt = attempt
-
-            async def __aiter__(self) -> Any:
-                attempt = self._attempt
-                async for chunk in self._stream:
-                    attempt.t_received = perf_counter()
-                    yield chunk
-
-            async def aclose(self) -> None:
-                await self._stream.aclose()
-
-        cls = TimedAsyncBody
-    else:
-        class TimedSyncBody(module.SyncByteStream):  # type: ignore[name-defined,misc]
-            __slots__ = ("_attempt", "_stream")
-
-            def __init__(self, stream: Any, attempt: Attempt) -> None:
-                self._stream = stream
-                self._attempt = attempt
-
-            def __iter__(self) -> Any:
-                attempt = self._attempt
-                for chunk in self._stream:
-                    attempt.t_received = perf_counter()
-                    yield chunk
-
-            def close(self) -> None:
-                self._stream.close()
-
-        cls = TimedSyncBody
-    _timed_types[key] = cls
-    return cls
-
-
-def _time_body(response: Any, attempt: Attempt, is_async: bool) -> None:
-    library = type(response).__module__.partition(".")[0]
-    if library in ("httpx", "httpx2"):
-        response.stream = _timed_type(library, is_async)(response.stream, attempt)
 
 
 async def async_send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -333,7 +288,7 @@ async def async_send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any
         if attempt is not None:
             attempt.failed(exc)
         raise
-    return _got_response(attempt, response, kwargs.get("stream", False), True)
+    return _got_response(attempt, response)
 
 
 # -- the send patch, shared by the httpx, openai and anthropic instrumentors ----------------

@@ -27,12 +27,15 @@ def compute_phases(call: LLMCall, t_end: float) -> tuple[CallPhases, float, str,
         t_sent = final.t_sent if final.t_sent is not None else t_send
         connect, tls = final.connect, final.tls
         rtt, rtt_source, reused = final.rtt, final.rtt_source, final.reused
-        # The last byte: seen by the timed body stream, else the end of the body read,
-        # else, for a body read inside ``send``, the return of ``send`` (a stream without
-        # either keeps its whole tail as network).
-        t_received = final.t_received or final.t_body_done
-        if t_received is None and call.t_first is None:
-            t_received = final.t_return
+        if call.t_first is not None:
+            # A stream's last bytes, from the kernel when the response closed: httpcore's
+            # "body complete" fires only when the SDK asks past its final event, after
+            # parsing it (0.4 s for a Responses ``response.completed``).  Unknown (no
+            # socket, not Linux, not closed yet): the whole tail stays network.
+            t_received = final.t_received
+        else:
+            # A body read to its end (inside ``send`` when not streamed).
+            t_received = final.t_body_done or final.t_return
     else:
         retry, t_send, t_sent, connect, tls = 0.0, t_call, t_call, 0.0, 0.0
         rtt, rtt_source, reused = 0.0, RTT_NONE, True
