@@ -1,6 +1,7 @@
 """How close agent-latency's LLM phases are to the simulator's ground truth.
 
-Runs the real ``openai`` and ``anthropic`` SDKs against the simulator in a child process
+Runs the real ``openai`` and ``anthropic`` SDKs, and litellm (its OpenAI and Anthropic
+providers), against the simulator in a child process
 (its own GIL, so the server's timing does not steal the client's), with the truth file on,
 and compares per call:
 
@@ -8,7 +9,7 @@ and compares per call:
   body received to the first output token written, ``first_token_at - started_at``, which is
   ``queue_s + prefill_s`` plus the server's request handling) and output generation
   (``agent_latency.llm.output_generation`` vs ``output_generation_s``) of streaming calls —
-  goal: within max(1 ms, 2 %).  One warm-up call per SDK is left out (first-call imports);
+  goal: within max(1 ms, 2 %).  One warm-up call per path is left out (first-call imports);
 * with ``--rtt-ms`` delay, the call's network overhead (``agent_latency.llm.network``) vs
   the injected delay (one RTT, plus one more for a new connection's handshake) — goal: within
   max(2 ms, 10 %).  Printed raw and less the median network figure of the same calls without
@@ -16,13 +17,14 @@ and compares per call:
   verdict uses the corrected figure.  The kernel delay (NFQUEUE, root) is used when available: an
   application-level proxy is invisible to the kernel's RTT estimate.
 
-    python benchmarks/bench_llm_accuracy.py [--calls 12] [--rtt-ms 20]
+    python benchmarks/bench_llm_accuracy.py [--calls 16] [--rtt-ms 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import sys
 import time
@@ -30,6 +32,9 @@ from typing import Any
 
 import anthropic
 import openai
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from the internet
+import litellm  # noqa: E402
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -37,11 +42,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agent_latency import semconv
 from agent_latency.instrumentation.llm.anthropic import AnthropicInstrumentor
+from agent_latency.instrumentation.llm.litellm import LiteLLMInstrumentor
 from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
 from agent_latency.simulator import SimulatorConfig, SimulatorProcess, kernel_delay_unavailable
 
 PREFILL_TPS = 5000.0
 OUTPUT_TPS = 100.0
+
+
+PATHS = 4  # openai SDK, anthropic SDK, litellm openai/, litellm anthropic/
+LITELLM_MODEL = "sim-litellm"  # tells litellm's calls apart in the table
 
 
 def _setup() -> InMemorySpanExporter:
@@ -51,26 +61,35 @@ def _setup() -> InMemorySpanExporter:
     trace.set_tracer_provider(provider)
     OpenAIInstrumentor().instrument()
     AnthropicInstrumentor().instrument()
+    LiteLLMInstrumentor().instrument()
     return exporter
 
 
 def _run_calls(base_url: str, calls: int) -> None:
     oa = openai.OpenAI(base_url=base_url + "/v1", api_key="sk-bench", max_retries=0)
     an = anthropic.Anthropic(base_url=base_url, api_key="sk-bench", max_retries=0)
-    for i in range(-2, calls):  # the first two are warm-up calls, one per SDK
+    for i in range(-PATHS, calls):  # the first round is warm-up, one call per path
         words = 450 + 500 * (i % 4)  # ~600 to ~2600 input tokens: 0.12 s to 0.5 s of prefill
         output = 10 + 10 * (i % 3)
-        prompt = "measure " * words
-        if i % 2 == 0:
+        messages = [{"role": "user", "content": "measure " * words}]
+        path = i % PATHS
+        if path == 0:
             for _ in oa.chat.completions.create(
-                    model="sim", messages=[{"role": "user", "content": prompt}], stream=True,
-                    max_tokens=output, stream_options={"include_usage": True}):
+                    model="sim", messages=messages, stream=True, max_tokens=output,
+                    stream_options={"include_usage": True}):
                 pass
-        else:
-            with an.messages.stream(model="sim", max_tokens=output,
-                                    messages=[{"role": "user", "content": prompt}]) as s:
+        elif path == 1:
+            with an.messages.stream(model="sim", max_tokens=output, messages=messages) as s:
                 for _ in s:
                     pass
+        else:
+            provider, base = (("openai", base_url + "/v1") if path == 2
+                              else ("anthropic", base_url))
+            for _ in litellm.completion(model=f"{provider}/{LITELLM_MODEL}", api_base=base,
+                                        api_key="sk-bench", messages=messages, stream=True,
+                                        max_tokens=output,
+                                        stream_options={"include_usage": True}):
+                pass
         time.sleep(0.02)
     oa.close()
     an.close()
@@ -115,7 +134,7 @@ def measure(exporter: InMemorySpanExporter, config: SimulatorConfig, calls: int,
         _run_calls(sim.base_url, calls)
         truth = _truth_by_id(sim, calls)
     out = []
-    for span in exporter.get_finished_spans()[2:]:
+    for span in exporter.get_finished_spans()[PATHS:]:
         a = span.attributes or {}
         if semconv.LLM_CLIENT not in a:
             continue
@@ -123,8 +142,9 @@ def measure(exporter: InMemorySpanExporter, config: SimulatorConfig, calls: int,
         if t is None:
             continue
         new_conn = a.get(semconv.LLM_CONNECTION_REUSED) is False
+        via = " via litellm" if a.get(semconv.GEN_AI_REQUEST_MODEL) == LITELLM_MODEL else ""
         out.append({
-            "provider": a[semconv.GEN_AI_PROVIDER_NAME],
+            "provider": a[semconv.GEN_AI_PROVIDER_NAME] + via,
             "prefill": a[semconv.LLM_PREFILL],
             "prefill_truth": t["first_token_at_mono"] - t["started_at_mono"],
             "prefill_sleep": (t["queue_s"] or 0.0) + t["prefill_s"],
@@ -196,7 +216,7 @@ def _summary(rows: list[dict[str, Any]], key: str, truth: str, abs_tol: float,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=12)
+    parser.add_argument("--calls", type=int, default=16)
     parser.add_argument("--rtt-ms", type=float, default=20.0)
     args = parser.parse_args(argv)
     exporter = _setup()
