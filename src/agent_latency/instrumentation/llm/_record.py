@@ -42,7 +42,8 @@ def compute_phases(call: LLMCall, t_end: float) -> tuple[CallPhases, float, str,
         t_received = None
     marks = CallMarks(t_call=t_call, t_send=t_send, t_sent=t_sent, t_end=t_end,
                       t_first=call.t_first, t_last=call.t_last, connect=connect, tls=tls,
-                      rtt=rtt, retry=retry, t_received=t_received, first_token_cpu=call.first_cpu)
+                      rtt=rtt, retry=retry, t_received=t_received,
+                      first_token_cpu=_first_token_cpu(call))
     return call_phases(marks), rtt, rtt_source, reused
 
 
@@ -145,6 +146,13 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
         _phase_spans(call, phases, end_ns)
     span.end(end_time=end_ns)
     _metrics(call, duration, phases, attrs, error, per_chunk)
+
+
+def _first_token_cpu(call: LLMCall) -> float:
+    # CPU of the fetch that produced the first token, but none spent before the request was
+    # sent (a stream that sends on its first fetch): prefill starts at the last byte sent.
+    busy = _client_busy(call)
+    return call.first_cpu if busy is None else min(call.first_cpu, busy)
 
 
 def _client_busy(call: LLMCall) -> float | None:

@@ -48,7 +48,7 @@ def _sdk_next(wrapped: Any, name: str) -> Any:
 
 
 _CHUNK_SLOTS = ("__weakref__", "call", "chunks", "content", "cpu_first", "first_chunk",
-                "first_cpu",
+                "first_cpu", "plain_next",
                 "in_next", "meta_chunk", "next", "observe", "outputs", "t_chunk", "t_first",
                 "t_first_chunk", "t_last", "usage_chunk")
 
@@ -66,7 +66,11 @@ class _Chunks:
 
     def __init__(self, call: LLMCall, next_chunk: Any) -> None:
         self.call = call
-        self.next = next_chunk
+        # ``next`` starts as a wrapper that does the first fetches' extra work (the lazy
+        # send, the CPU clock) and is set back to ``plain_next`` at the first output token:
+        # one hot path, one class, whatever the stream (a second class running the same
+        # code would make CPython's attribute caches miss on every chunk).
+        self.next = self.plain_next = next_chunk
         self.observe = call.endpoint.observe
         self.in_next = False
         self.chunks = self.outputs = 0
@@ -115,6 +119,7 @@ class _SyncChunks(_Chunks):
             if self.observe(self, chunk):
                 if self.t_first is None:
                     self.t_first = t
+                    self.next = self.plain_next
                 self.t_last = t
                 self.outputs += 1
         except Exception:  # noqa: BLE001 - an odd chunk must not reach the program
@@ -156,6 +161,7 @@ class _AsyncChunks(_Chunks):
             if self.observe(self, chunk):
                 if self.t_first is None:
                     self.t_first = t
+                    self.next = self.plain_next
                 self.t_last = t
                 self.outputs += 1
         except Exception:  # noqa: BLE001
@@ -163,59 +169,58 @@ class _AsyncChunks(_Chunks):
         return chunk
 
 
-class _BeforeFirstSync(_SyncChunks):
-    """A sync stream until its first output token: the thread's CPU time inside the
-    ``next()`` that produced it is the client's own work after the token's bytes arrived (a
-    library's first-call imports and schema building, parsing), not the server's prefill.
-    Then the object becomes a plain :class:`_SyncChunks` (same slots): later chunks pay
-    nothing.  (Async streams are not measured: other tasks run on the thread meanwhile.)"""
+def _timed_until_first_token(chunks: _Chunks, fetch: Any) -> Any:
+    """``fetch`` with the thread's CPU clock read around it (sync streams, until the first
+    output token): the CPU time inside the fetch that produced the first token is the
+    client's own work after the token's bytes arrived (a library's first-call imports,
+    parsing), not the server's prefill.  Async streams are not measured: other tasks run on
+    the thread meanwhile."""
 
-    __slots__ = ()
-
-    def __next__(self) -> Any:
+    def timed() -> Any:
         cpu = thread_time()
-        chunk = _SyncChunks.__next__(self)
-        if self.t_first is not None:
-            self.cpu_first = now = thread_time()
-            self.first_cpu = now - cpu
-            self.__class__ = _SyncChunks
-        return chunk
+        try:
+            return fetch()
+        finally:
+            chunks.cpu_first = now = thread_time()
+            chunks.first_cpu = now - cpu
+
+    return timed
 
 
-class _LazySyncChunks(_BeforeFirstSync):
-    """The first chunk of a stream whose request has not been sent yet (a library that sends
-    on the first ``next()``, as litellm's Anthropic path does): the call is current while it
-    is fetched, so its HTTP attempt is seen and carries ``traceparent``."""
+def _sent_on_first_fetch(chunks: _Chunks, fetch: Any) -> Any:
+    """``fetch`` with the call current around the first fetch only: a library that sends its
+    request on the first ``next()`` (a generator; litellm's Anthropic path) has its HTTP
+    attempt seen and carrying ``traceparent``."""
 
-    __slots__ = ()
-
-    def __next__(self) -> Any:
-        call = self.call
+    def first() -> Any:
+        chunks.next = fetch
+        call = chunks.call
         token = CURRENT.set(call)
         ctx_token = otel_context.attach(call.context)
         try:
-            self.__class__ = _BeforeFirstSync
-            return _BeforeFirstSync.__next__(self)
+            return fetch()
         finally:
             otel_context.detach(ctx_token)
             CURRENT.reset(token)
 
+    return first
 
-class _LazyAsyncChunks(_AsyncChunks):
-    """:class:`_LazySyncChunks` for async streams."""
 
-    __slots__ = ()
+def _async_sent_on_first_fetch(chunks: _Chunks, fetch: Any) -> Any:
+    """:func:`_sent_on_first_fetch` for async streams."""
 
-    async def __anext__(self) -> Any:
-        call = self.call
+    async def first() -> Any:
+        chunks.next = fetch
+        call = chunks.call
         token = CURRENT.set(call)
         ctx_token = otel_context.attach(call.context)
         try:
-            self.__class__ = _AsyncChunks
-            return await _AsyncChunks.__anext__(self)
+            return await fetch()
         finally:
             otel_context.detach(ctx_token)
             CURRENT.reset(token)
+
+    return first
 
 
 class SyncStream(ObjectProxy):  # type: ignore[misc]
@@ -230,8 +235,10 @@ class SyncStream(ObjectProxy):  # type: ignore[misc]
         self._self_call = call
         # The iterator outlives the proxy in ``for chunk in client...create(stream=True)``;
         # its __del__ ends a call nobody finished.
-        chunks = _LazySyncChunks if not call.attempts else _BeforeFirstSync
-        self._self_chunks = chunks(call, _sdk_next(wrapped, "__next__"))
+        self._self_chunks = chunks = _SyncChunks(call, _sdk_next(wrapped, "__next__"))
+        chunks.next = _timed_until_first_token(chunks, chunks.plain_next)
+        if not call.attempts:
+            chunks.next = _sent_on_first_fetch(chunks, chunks.next)
         call.defer()
 
     def __iter__(self) -> Any:
@@ -263,8 +270,9 @@ class AsyncStream(ObjectProxy):  # type: ignore[misc]
     def __init__(self, wrapped: Any, call: LLMCall) -> None:
         super().__init__(wrapped)
         self._self_call = call
-        chunks = _LazyAsyncChunks if not call.attempts else _AsyncChunks
-        self._self_chunks = chunks(call, _sdk_next(wrapped, "__anext__"))
+        self._self_chunks = chunks = _AsyncChunks(call, _sdk_next(wrapped, "__anext__"))
+        if not call.attempts:
+            chunks.next = _async_sent_on_first_fetch(chunks, chunks.next)
         call.defer()
 
     def __aiter__(self) -> Any:
