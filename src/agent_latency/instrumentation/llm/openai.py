@@ -13,7 +13,7 @@ from typing import Any
 
 from ... import semconv
 from . import Endpoint, Info, LLMCall, LLMInstrumentor, Settings, StreamState, Target, int_or_none
-from ._stainless import method_wrapper, request_wrapper
+from ._stainless import method_wrapper, post_wrapper
 
 _instruments = ("openai >= 1.0, < 4",)
 
@@ -238,7 +238,7 @@ PATHS = {"/chat/completions": CHAT, "/responses": RESPONSES, "/embeddings": EMBE
 def _targets(settings: Settings) -> list[Target]:
     chat, responses = method_wrapper(CHAT, settings), method_wrapper(RESPONSES, settings)
     embeddings = method_wrapper(EMBEDDINGS, settings)
-    low_level = request_wrapper(PATHS, settings)
+    low_level = post_wrapper(PATHS, settings)
     return [
         (_CHAT_MODULE, "Completions.create", chat),
         (_CHAT_MODULE, "AsyncCompletions.create", chat),
@@ -253,8 +253,8 @@ def _targets(settings: Settings) -> list[Target]:
         (_RESPONSES_MODULE, "AsyncResponses.parse", responses),
         ("openai.resources.embeddings", "Embeddings.create", embeddings),
         ("openai.resources.embeddings", "AsyncEmbeddings.create", embeddings),
-        ("openai._base_client", "SyncAPIClient.request", low_level),
-        ("openai._base_client", "AsyncAPIClient.request", low_level),
+        ("openai._base_client", "SyncAPIClient.post", low_level),
+        ("openai._base_client", "AsyncAPIClient.post", low_level),
     ]
 
 
