@@ -154,3 +154,21 @@ class TestClientTail:
         assert a[semconv.LLM_CLIENT_TAIL] >= 0.25
         assert a[semconv.LLM_TAIL] < 0.05
         assert_phases_add_up(one_llm_span(otel))
+
+
+class TestUninstrumented:
+    """A client made while instrumented makes no spans after uninstrument() (its resources
+    keep the bound low-level method they were made with)."""
+
+    def test_no_span_after_uninstrument(self, otel, client):
+        from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
+
+        client.chat.completions.create(model="sim-a", messages=MESSAGES, max_tokens=8)
+        instrumentor = OpenAIInstrumentor()
+        instrumentor.uninstrument()
+        try:
+            otel.exporter.clear()
+            client.chat.completions.create(model="sim-a", messages=MESSAGES, max_tokens=8)
+            assert [s for s in otel.spans() if semconv.LLM_CLIENT in s.attributes] == []
+        finally:
+            instrumentor.instrument()

@@ -73,11 +73,14 @@ class LLMInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         # Settings are read here, once: not per call.
-        settings = Settings.from_instrument_kwargs(kwargs)
+        settings = self._settings = Settings.from_instrument_kwargs(kwargs)
         _network.acquire()
         self._done = patch(self.targets(settings))
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        settings = getattr(self, "_settings", None)
+        if settings is not None:
+            settings.active = False
         unpatch(getattr(self, "_done", []))
         _network.release()
 

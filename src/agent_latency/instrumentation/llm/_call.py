@@ -72,11 +72,12 @@ class Settings:
     as they are when each call starts (a program may set them after ``instrument()``).
     """
 
-    __slots__ = ("_instruments", "_tracer", "capture", "phase_spans", "propagate")
+    __slots__ = ("_instruments", "_tracer", "active", "capture", "phase_spans", "propagate")
 
     def __init__(self, *, tracer_provider: Any = None, meter_provider: Any = None,
                  capture: bool | None = None, propagate: bool | None = None,
                  phase_spans: bool | None = None) -> None:
+        self.active = True  # False once the instrumentor that read them is uninstrumented
         self.capture = capture_content() if capture is None else capture
         self.propagate = (env_flag(semconv.ENV_PROPAGATE, True) if propagate is None
                           else propagate)

@@ -122,7 +122,9 @@ def post_wrapper(paths: Mapping[str, Endpoint], settings: Settings) -> Any:
     of ``paths`` (``"/chat/completions"`` …) is a call when no call is current."""
 
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        if CURRENT.get() is not None:
+        # ``settings.active``: SDK resources keep the bound ``post`` they were made with, so
+        # after uninstrument() this wrapper may still be called; it then only passes through.
+        if CURRENT.get() is not None or not settings.active:
             return wrapped(*args, **kwargs)
         try:
             endpoint = _endpoint_for(paths, _path_of(args, kwargs))
