@@ -118,24 +118,51 @@ def _endpoint_for(paths: Mapping[str, Endpoint], path: Any) -> Endpoint | None:
 
 
 def post_wrapper(paths: Mapping[str, Endpoint], settings: Settings) -> Any:
-    """A wrapt wrapper for ``SyncAPIClient.post`` / ``AsyncAPIClient.post``: a request to one
-    of ``paths`` (``"/chat/completions"`` …) is a call when no call is current."""
+    """A wrapt wrapper for ``SyncAPIClient.post``: a request to one of ``paths``
+    (``"/chat/completions"`` …) is a call when no call is current."""
 
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         # ``settings.active``: SDK resources keep the bound ``post`` they were made with, so
         # after uninstrument() this wrapper may still be called; it then only passes through.
         if CURRENT.get() is not None or not settings.active:
             return wrapped(*args, **kwargs)
-        try:
-            endpoint = _endpoint_for(paths, _path_of(args, kwargs))
-        except Exception:  # noqa: BLE001
-            internal_error("llm.stainless_post")
-            endpoint = None
+        endpoint = _endpoint_of(paths, args, kwargs)
         if endpoint is None:
             return wrapped(*args, **kwargs)
         return invoke(endpoint, settings, _LOW_LEVEL, wrapped, instance, args, kwargs)
 
     return wrapper
+
+
+def async_post_wrapper(paths: Mapping[str, Endpoint], settings: Settings) -> Any:
+    """:func:`post_wrapper` for ``AsyncAPIClient.post``.  Its coroutine may be made long
+    before it runs (the ``stream()`` helpers make it when called, await it on enter): whether
+    a call of ours is current is asked when it runs."""
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        if not settings.active:
+            return wrapped(*args, **kwargs)
+        endpoint = _endpoint_of(paths, args, kwargs)
+        if endpoint is None:
+            return wrapped(*args, **kwargs)
+        return _post_when_run(endpoint, settings, wrapped, instance, args, kwargs)
+
+    return wrapper
+
+
+async def _post_when_run(endpoint: Endpoint, settings: Settings, wrapped: Any, instance: Any,
+                         args: Any, kwargs: Any) -> Any:
+    if CURRENT.get() is not None:
+        return await wrapped(*args, **kwargs)
+    return await invoke(endpoint, settings, _LOW_LEVEL, wrapped, instance, args, kwargs)
+
+
+def _endpoint_of(paths: Mapping[str, Endpoint], args: Any, kwargs: Any) -> Endpoint | None:
+    try:
+        return _endpoint_for(paths, _path_of(args, kwargs))
+    except Exception:  # noqa: BLE001
+        internal_error("llm.stainless_post")
+        return None
 
 
 # -- raw responses ------------------------------------------------------------------------------

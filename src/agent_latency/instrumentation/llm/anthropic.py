@@ -12,7 +12,7 @@ from typing import Any
 
 from ... import semconv
 from . import Endpoint, LLMCall, LLMInstrumentor, Settings, StreamState, Target, int_or_none
-from ._stainless import manager_wrapper, method_wrapper, post_wrapper
+from ._stainless import async_post_wrapper, manager_wrapper, method_wrapper, post_wrapper
 from .openai import tgi_headers
 
 _instruments = ("anthropic >= 0.30, < 3",)
@@ -112,8 +112,9 @@ def _targets(settings: Settings) -> list[Target]:
             targets += [(module, f"{cls}.create", create), (module, f"{cls}.parse", create),
                         (module, f"{cls}.stream", stream)]
     low_level = post_wrapper(PATHS, settings)
+    async_low_level = async_post_wrapper(PATHS, settings)
     targets += [("anthropic._base_client", "SyncAPIClient.post", low_level),
-                ("anthropic._base_client", "AsyncAPIClient.post", low_level)]
+                ("anthropic._base_client", "AsyncAPIClient.post", async_low_level)]
     return targets
 
 

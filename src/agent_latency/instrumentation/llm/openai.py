@@ -13,7 +13,7 @@ from typing import Any
 
 from ... import semconv
 from . import Endpoint, Info, LLMCall, LLMInstrumentor, Settings, StreamState, Target, int_or_none
-from ._stainless import method_wrapper, post_wrapper
+from ._stainless import async_post_wrapper, method_wrapper, post_wrapper
 
 _instruments = ("openai >= 1.0, < 4",)
 
@@ -239,6 +239,7 @@ def _targets(settings: Settings) -> list[Target]:
     chat, responses = method_wrapper(CHAT, settings), method_wrapper(RESPONSES, settings)
     embeddings = method_wrapper(EMBEDDINGS, settings)
     low_level = post_wrapper(PATHS, settings)
+    async_low_level = async_post_wrapper(PATHS, settings)
     return [
         (_CHAT_MODULE, "Completions.create", chat),
         (_CHAT_MODULE, "AsyncCompletions.create", chat),
@@ -254,7 +255,7 @@ def _targets(settings: Settings) -> list[Target]:
         ("openai.resources.embeddings", "Embeddings.create", embeddings),
         ("openai.resources.embeddings", "AsyncEmbeddings.create", embeddings),
         ("openai._base_client", "SyncAPIClient.post", low_level),
-        ("openai._base_client", "AsyncAPIClient.post", low_level),
+        ("openai._base_client", "AsyncAPIClient.post", async_low_level),
     ]
 
 
