@@ -97,8 +97,10 @@ class TestWhatIf:
         row = json.loads(result.stdout)
         tool_share = load_tasks(str(recorded / ".agent-latency/traces.jsonl"), "outer")[0][
             0].budget.shares["tool_execution"]
+        # Exact when the two parallel tools overlap fully; a busy machine starts the second
+        # thread late, which moves the saving by milliseconds.
         assert row["recorded_wall"] - row["projected_wall"] == pytest.approx(
-            tool_share / 2, abs=0.002)
+            tool_share / 2, abs=0.01)
 
     def test_named_tool_speedup_and_no_change(self, recorded):
         result = run_cli("whatif", "--json", "--tool-speedup", "pytest=3", cwd=recorded)
