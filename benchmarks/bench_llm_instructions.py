@@ -14,6 +14,11 @@ this way.
 
     python benchmarks/bench_llm_instructions.py [--n 10] [--libraries agent_latency,official]
 
+With garbage collection on, the per-chunk slope also carries where the collector's runs
+land: a library that allocates more per call moves collections into (or out of) the
+streaming loop. ``--no-gc`` turns the collector off after warm-up, which isolates the code's
+own per-chunk work.
+
 A library name ending in ``+litellm`` makes the same calls through ``litellm.completion``
 (litellm's OpenAI path: the openai SDK's low-level ``client.post`` on an httpx client), with
 our litellm instrumentation on top for ``agent_latency+litellm``: the per-chunk cost of the
@@ -34,6 +39,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 KINDS = {"plain": 0, "s20": 20, "s200": 200}
+_NO_GC = "BENCH_NO_GC"  # set by --no-gc for the worker
 
 
 def worker(library: str, url: str, n: int) -> None:
@@ -78,6 +84,8 @@ def worker(library: str, url: str, n: int) -> None:
             run(kind)
     gc.collect()
     gc.freeze()
+    if os.environ.get(_NO_GC):
+        gc.disable()
 
     def dump(tag: str) -> None:
         subprocess.run(["callgrind_control", "-d", tag, str(os.getpid())],
@@ -112,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10, help="calls of each kind per batch")
     parser.add_argument("--libraries", default="agent_latency,official")
+    parser.add_argument("--no-gc", action="store_true",
+                        help="measure with the garbage collector off (after warm-up): the "
+                             "code's own per-chunk work, without where collections land")
     parser.add_argument("--worker")
     parser.add_argument("--url")
     args = parser.parse_args(argv)
@@ -129,10 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     with SimulatorProcess(config) as sim:
         for library in args.libraries.split(","):
             folder = tempfile.mkdtemp(prefix="callgrind-")
+            env = {**os.environ, _NO_GC: "1"} if args.no_gc else None
             proc = subprocess.run(
                 ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/cg.%p",
                  sys.executable, __file__, "--worker", library, "--url", sim.base_url,
-                 "--n", str(args.n)], capture_output=True, text=True, timeout=3600)
+                 "--n", str(args.n)], capture_output=True, text=True, timeout=3600, env=env)
             counts = _counts(folder)
             shutil.rmtree(folder, ignore_errors=True)
             if proc.returncode != 0 or not all(f"{k}-{s}" in counts for k in KINDS
