@@ -38,9 +38,6 @@ ProviderOf = Callable[[Mapping[str, Any]], str | None]
 #: took over (a proxy it returns), or None to let the core decide.
 Adapt = Callable[[LLMCall, Any, Mapping[str, Any]], Any]
 
-_NOT_ADAPTED = object()
-
-
 def _kwargs_request(instance: Any, args: tuple[Any, ...],
                     kwargs: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool | None]:
     return kwargs, None

@@ -39,32 +39,30 @@ _TCP_INFO = getattr(socket, "TCP_INFO", None) if sys.platform.startswith("linux"
 _last_rtt: dict[tuple[str, int], float] = {}
 
 
-def tcp_info_rtt(sock: Any) -> float | None:
-    """The kernel's smoothed RTT of ``sock`` in seconds (Linux ``TCP_INFO``), or None."""
+def _tcp_info_field(sock: Any, offset: int) -> int | None:
+    """One ``u32`` of the kernel's ``struct tcp_info`` for ``sock`` (Linux), or None."""
     if _TCP_INFO is None or sock is None:
         return None
     try:
         raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 104)
     except (OSError, AttributeError, TypeError, ValueError):
         return None
-    if len(raw) < 76:
+    if len(raw) < offset + 4:
         return None
-    rtt_us = struct.unpack_from("=I", raw, 68)[0]
-    return rtt_us / 1e6 if rtt_us > 0 else None
+    return int(struct.unpack_from("=I", raw, offset)[0])
+
+
+def tcp_info_rtt(sock: Any) -> float | None:
+    """The kernel's smoothed RTT of ``sock`` in seconds (``tcpi_rtt``), or None."""
+    rtt_us = _tcp_info_field(sock, 68)
+    return rtt_us / 1e6 if rtt_us else None
 
 
 def tcp_last_data_received(sock: Any) -> float | None:
-    """Seconds since ``sock`` last received data, from the kernel (Linux ``TCP_INFO``
-    ``tcpi_last_data_recv``, in jiffies: 1–10 ms resolution), or None."""
-    if _TCP_INFO is None or sock is None:
-        return None
-    try:
-        raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 104)
-    except (OSError, AttributeError, TypeError, ValueError):
-        return None
-    if len(raw) < 56:
-        return None
-    return struct.unpack_from("=I", raw, 52)[0] / 1e3
+    """Seconds since ``sock`` last received data (``tcpi_last_data_recv``, in jiffies: 1–10
+    ms resolution), or None."""
+    since_ms = _tcp_info_field(sock, 52)
+    return since_ms / 1e3 if since_ms is not None else None
 
 
 def _socket_of(stream: Any) -> Any:

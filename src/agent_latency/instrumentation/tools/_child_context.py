@@ -1,0 +1,140 @@
+"""The trace context a child process inherits: ``TRACEPARENT``/``TRACESTATE``/``BAGGAGE`` in its
+environment (added to the list ``Popen`` already encoded, so the environment is not
+re-encoded in Python), and read back by a child that is instrumented itself.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from opentelemetry import baggage, trace
+from opentelemetry import context as otel_context
+from opentelemetry.propagators.textmap import DefaultGetter
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from ..._log import internal_error
+
+
+def context_env(span: trace.Span) -> dict[str, str]:
+    """``TRACEPARENT`` (and ``TRACESTATE`` / ``BAGGAGE`` when set) naming ``span``."""
+    sc = span.get_span_context()
+    if not sc.is_valid:
+        return {}
+    env = {"TRACEPARENT": f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{sc.trace_flags:02x}"}
+    if sc.trace_state:
+        env["TRACESTATE"] = sc.trace_state.to_header()
+    if baggage.get_all():
+        from opentelemetry.baggage.propagation import W3CBaggagePropagator
+
+        carrier: dict[str, str] = {}
+        W3CBaggagePropagator().inject(carrier)
+        if "baggage" in carrier:
+            env["BAGGAGE"] = carrier["baggage"]
+    return env
+
+
+_TRACE_KEYS = ("TRACEPARENT", "TRACESTATE", "BAGGAGE")
+_TRACE_KEYS_B = tuple(k.encode() for k in _TRACE_KEYS)
+_TRACE_PREFIXES_B = tuple(k + b"=" for k in _TRACE_KEYS_B)
+_ENV_LIST = 5  # fork_exec(args, executable_list, close_fds, pass_fds, cwd, env_list, ...)
+
+# The trace context for the spawn this thread is in the middle of (set by the
+# ``_execute_child`` wrapper, taken by the ``fork_exec`` / ``_posix_spawn`` hooks).
+_pending = threading.local()
+
+
+def child_env(env: Any, extra: dict[str, str]) -> Any:
+    """A new environment mapping: ``env`` (or ours when ``None``) plus ``extra``.
+
+    The user's mapping and ``os.environ`` are never changed.  With ``env=None`` the copy is
+    made from ``os.environ``'s bytes table, which ``Popen`` accepts as is (it encodes every
+    key and value with ``os.fsencode``): a C-level dict copy, not a decode of every entry.
+    """
+    if env is None:
+        data = getattr(os.environ, "_data", None)
+        if isinstance(data, dict) and os.name == "posix":
+            new: dict[Any, Any] = dict(data)
+            for key in _TRACE_KEYS_B:
+                new.pop(key, None)
+            for key, value in extra.items():
+                new[key.encode()] = value.encode()
+            return new
+        new = dict(os.environ)
+    else:
+        new = dict(env)
+        for key_b in _TRACE_KEYS_B:
+            new.pop(key_b, None)
+    for key in _TRACE_KEYS:
+        new.pop(key, None)
+    new.update(extra)
+    return new
+
+
+def child_env_list(env_list: Any, extra: dict[str, str]) -> Any:
+    """``fork_exec``'s ``env_list`` plus ``extra``: ``None`` (inherit) becomes the encoded
+    ``os.environ``; earlier trace entries are dropped.  Anything else is left as it is."""
+    if env_list is None:
+        data = getattr(os.environ, "_data", None)
+        if not isinstance(data, dict):
+            return env_list
+        base = [k + b"=" + v for k, v in data.items() if k not in _TRACE_KEYS_B]
+    elif isinstance(env_list, list):
+        base = [e for e in env_list if not (isinstance(e, bytes)
+                                            and e.startswith(_TRACE_PREFIXES_B))]
+    else:
+        return env_list
+    base.extend(f"{k}={v}".encode() for k, v in extra.items())
+    return base
+
+
+def _fork_exec_hook(real: Any) -> Any:
+    def fork_exec(*args: Any) -> Any:
+        extra = getattr(_pending, "extra", None)
+        if extra is not None and len(args) > _ENV_LIST:
+            _pending.extra = None
+            try:
+                env_list = child_env_list(args[_ENV_LIST], extra)
+                args = args[:_ENV_LIST] + (env_list,) + args[_ENV_LIST + 1:]
+            except Exception:  # noqa: BLE001 - the spawn goes on without the context
+                internal_error("subprocess.fork_exec")
+        return real(*args)
+
+    fork_exec.__wrapped__ = real  # type: ignore[attr-defined]
+    return fork_exec
+
+
+def _posix_spawn_hook(wrapped: Any, instance: Any, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> Any:
+    # Popen._posix_spawn(self, args, executable, env, ...): os.posix_spawn encodes in C.
+    extra = getattr(_pending, "extra", None)
+    if extra is not None and len(args) > 2:
+        _pending.extra = None
+        try:
+            args = args[:2] + (child_env(args[2], extra),) + args[3:]
+        except Exception:  # noqa: BLE001
+            internal_error("subprocess.posix_spawn")
+    return wrapped(*args, **kwargs)
+
+
+def parent_context_from_env(environ: Any = None) -> otel_context.Context | None:
+    """The context named by ``TRACEPARENT``/``TRACESTATE`` in the environment, if valid."""
+    environ = os.environ if environ is None else environ
+    traceparent = environ.get("TRACEPARENT")
+    if not traceparent:
+        return None
+    carrier = {"traceparent": traceparent}
+    if environ.get("TRACESTATE"):
+        carrier["tracestate"] = environ["TRACESTATE"]
+    try:
+        ctx = TraceContextTextMapPropagator().extract(carrier, getter=DefaultGetter())
+        if environ.get("BAGGAGE"):
+            from opentelemetry.baggage.propagation import W3CBaggagePropagator
+
+            ctx = W3CBaggagePropagator().extract({"baggage": environ["BAGGAGE"]}, context=ctx)
+    except Exception:  # noqa: BLE001 - a malformed header is ignored
+        return None
+    if not trace.get_current_span(ctx).get_span_context().is_valid:
+        return None
+    return ctx
