@@ -193,6 +193,10 @@ PROVIDER_GCP_GEMINI: Final = "gcp.gemini"
 SPAN_NETWORK: Final = "network"
 SPAN_PREFILL: Final = "prefill"
 SPAN_OUTPUT_GENERATION: Final = "output_generation"
+# OpenInference's span kind, on the spans that would otherwise show as UNKNOWN in Phoenix and
+# other OpenInference-aware UIs (the phase children; theirs is inferred from gen_ai.*).
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+PHASE_SPAN_ATTRIBUTES: Final = {OPENINFERENCE_SPAN_KIND: "CHAIN"}
 ENV_CAPTURE_MESSAGE_CONTENT: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 RTT_SOURCE_TCP_INFO: Final = "tcp_info"
 RTT_SOURCE_CONNECT: Final = "connect"

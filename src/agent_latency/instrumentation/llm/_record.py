@@ -223,7 +223,7 @@ def _phase_spans(call: LLMCall, phases: CallPhases, end_ns: int) -> None:
     ``output_generation`` children, laid out from the span start as the processor does.
 
     The stream's tail stays on the parent (``agent_latency.llm.tail``): three children at
-    most, each without attributes, keeps the per-call cost down.
+    most, each with one attribute (OpenInference's span kind), keeps the per-call cost down.
     """
     ctx = call.context
     start_span = call.settings.tracer().start_span
@@ -236,7 +236,8 @@ def _phase_spans(call: LLMCall, phases: CallPhases, end_ns: int) -> None:
         if seconds <= 0:
             continue
         end = min(end_ns, cursor + round(seconds * to_ns))
-        start_span(name, context=ctx, start_time=cursor).end(end_time=end)
+        start_span(name, context=ctx, start_time=cursor,
+                   attributes=semconv.PHASE_SPAN_ATTRIBUTES).end(end_time=end)
         cursor = end
 
 
