@@ -78,14 +78,16 @@ _filter = _HoldBackOurExportLogs()
 _filter_installed = False
 _destinations: list[Destination] = []
 _guards: list[Any] = []
+# Set by the exit flush: from then on, trouble ends an exporter's retries at once.
+_exiting = False
 _registry_lock = threading.Lock()
 
 
 class Destination:
     """One place our data goes, and how exporting there has gone this run."""
 
-    __slots__ = ("batches", "dropped", "failures", "healthy", "lock", "name", "signal",
-                 "stopped", "warned")
+    __slots__ = ("batches", "dropped", "failures", "give_up", "healthy", "lock", "name",
+                 "signal", "stopped", "warned")
 
     def __init__(self, signal: str, name: str, *, warns_itself: bool = False) -> None:
         self.signal = signal  # "spans" or "metrics"
@@ -94,6 +96,7 @@ class Destination:
         self.failures = 0
         self.dropped = 0
         self.healthy = True  # the last export succeeded (or none ran yet)
+        self.give_up: Any = None  # ends the exporter's retries (set by its guard)
         self.stopped = False
         # Our own exporters (the local file) already say once what went wrong.
         self.warned = warns_itself
@@ -116,6 +119,9 @@ class Destination:
         with self.lock:
             self.healthy = False
             first, self.warned = not self.warned, True
+        if _exiting and self.give_up is not None:
+            # Retrying now would only spend the exit bound: what is left is lost, and said so.
+            self.give_up()
         if self.signal == "metrics" and reason and _NO_METRICS_HERE.search(reason):
             if not self.stopped:
                 self.stopped = True
@@ -175,6 +181,7 @@ class GuardedSpanExporter(SpanExporter):
     def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
         self.destination = _destination("spans", inner)
+        self.destination.give_up = self.shutdown
         self.is_shut_down = False
         _guards.append(self)
 
@@ -208,6 +215,7 @@ class GuardedMetricExporter(MetricExporter):
                          preferred_aggregation=getattr(inner, "_preferred_aggregation", None))
         self.inner = inner
         self.destination = _destination("metrics", inner)
+        self.destination.give_up = self.shutdown
         self.is_shut_down = False
         _guards.append(self)
 
@@ -258,8 +266,10 @@ def shut_down_within(providers: Sequence[Any], timeout_s: float) -> bool:
     """Shuts ``providers`` down (their final flush included) within ``timeout_s`` seconds;
     False when the bound ran out first (what was still being sent is abandoned: the thread
     doing it is a daemon, and the process exits without it)."""
+    global _exiting
     if not providers:
         return True
+    _exiting = True
     # A destination that is failing now would only spend the bound on retries: its exporter
     # is shut down first, which ends them; what it still holds is counted as lost.
     for guard in list(_guards):
