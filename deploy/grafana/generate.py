@@ -26,9 +26,8 @@ from grafana_foundation_sdk.builders import piechart as piechart_b
 from grafana_foundation_sdk.builders import prometheus as prometheus_b
 from grafana_foundation_sdk.builders import timeseries as timeseries_b
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
-from grafana_foundation_sdk.models import common
+from grafana_foundation_sdk.models import common, piechart
 from grafana_foundation_sdk.models import dashboard as dashboard_m
-from grafana_foundation_sdk.models import piechart
 
 OUT_DIR = Path(__file__).resolve().parent / "dashboards"
 PROMETHEUS = dashboard_m.DataSourceRef(type_val="prometheus", uid="prometheus")

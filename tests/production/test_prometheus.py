@@ -127,7 +127,8 @@ def scraped(stack: Stack) -> Stack:
     """The stack once Prometheus holds enough of the agent's metrics for every query: tasks,
     errors, prefill speeds, tools, over more than one scrape."""
     for expr in ("sum(rate(agent_latency_task_duration_seconds_count[20s])) > 0",
-                 'sum(rate(gen_ai_client_operation_duration_seconds_count{error_type!=""}[20s])) > 0',
+                 "sum(rate(gen_ai_client_operation_duration_seconds_count"
+                 '{error_type!=""}[20s])) > 0',
                  "sum(rate(agent_latency_llm_prefill_tokens_per_second_count[20s])) > 0",
                  "sum(rate(agent_latency_tool_duration_seconds_count[20s])) > 0",
                  "count(agent_latency:llm_error_ratio:rate5m) > 0"):
