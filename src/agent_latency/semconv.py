@@ -159,6 +159,7 @@ ENV_OUTPUT_DIR: Final = "AGENT_LATENCY_DIR"
 ENV_SUMMARY: Final = "AGENT_LATENCY_SUMMARY"
 ENV_MAX_OPEN_TASKS: Final = "AGENT_LATENCY_MAX_OPEN_TASKS"
 ENV_TASK_MAX_AGE: Final = "AGENT_LATENCY_TASK_MAX_AGE"
+ENV_EXIT_TIMEOUT: Final = "AGENT_LATENCY_EXIT_TIMEOUT"
 
 # --- tools: processes, MCP, framework tools (issue 5) -----------------------------------
 TOOL_TYPE_FUNCTION: Final = "function"
