@@ -1,7 +1,11 @@
 """A small instrumented coding agent for the Prometheus tests: streamed LLM calls and tools
 in a loop, its metrics on a Prometheus pull endpoint, until told to stop.
 
-    python prom_agent.py BASE_URL CONTROL_FILE METRICS_PORT
+    OTEL_METRICS_EXPORTER=prometheus OTEL_EXPORTER_PROMETHEUS_HOST=127.0.0.1 \
+    OTEL_EXPORTER_PROMETHEUS_PORT=PORT python prom_agent.py BASE_URL CONTROL_FILE
+
+The pull endpoint is the one ``instrument()`` builds from those variables, as a deployment
+would run it.
 
 CONTROL_FILE holds the simulator's prefill tokens/s for the next call (sent as the
 per-request ``simulator`` override), or ``stop``.  Every tenth call asks the simulator for a
@@ -15,10 +19,6 @@ import time
 from pathlib import Path
 
 import openai
-from opentelemetry import metrics
-from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.sdk.metrics import MeterProvider
-from prometheus_client import start_http_server
 
 import agent_latency
 
@@ -27,10 +27,7 @@ MODELS = ("sim-large", "sim-small")
 
 
 def main() -> int:
-    base_url, control, port = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
-    # The host's own provider, set before instrument(): agent-latency records into it.
-    start_http_server(port, addr="127.0.0.1")
-    metrics.set_meter_provider(MeterProvider(metric_readers=[PrometheusMetricReader()]))
+    base_url, control = sys.argv[1], Path(sys.argv[2])
     agent_latency.instrument()
     calls = 0
     while True:

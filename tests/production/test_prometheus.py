@@ -97,11 +97,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                                       [rules, thresholds], f"127.0.0.1:{alertmanager.port}")
         servers.append(prometheus)
         env = {**os.environ, "AGENT_LATENCY_DIR": str(tmp / "agent"),
-               "AGENT_LATENCY_SUMMARY": "false", "AGENT_LATENCY_PROCESS_TASK": "false"}
+               "AGENT_LATENCY_SUMMARY": "false", "AGENT_LATENCY_PROCESS_TASK": "false",
+               "OTEL_METRICS_EXPORTER": "prometheus",
+               "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
+               "OTEL_EXPORTER_PROMETHEUS_PORT": str(metrics_port)}
+        for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED"):
+            env.pop(name, None)
         with open(tmp / "agent.log", "wb") as log:
             agent = subprocess.Popen(
                 [sys.executable, str(Path(__file__).with_name("prom_agent.py")),
-                 sim.base_url, str(control), str(metrics_port)],
+                 sim.base_url, str(control)],
                 stdout=log, stderr=subprocess.STDOUT, env=env)
         yield Stack(prometheus, alertmanager, webhook, agent, control)
     finally:
