@@ -12,9 +12,11 @@ PHOENIX ?= .venv-phoenix
 PYTEST_ARGS ?=
 # The older SDK line, on httpx/httpcore instead of httpx2/httpcore2.
 LEGACY_PINS ?= "openai>=1.40,<2" "anthropic>=0.40,<0.50" "mcp>=1.9,<2"
-# Debian packages: iptables and libnetfilter-queue for the simulator's kernel-delay mode.
-# iproute2: network namespaces for servers that must not be reachable from outside (Phoenix).
-SYSTEM_PACKAGES ?= iptables libnetfilter-queue-dev build-essential iproute2
+# Debian packages: iptables and libnetfilter-queue for the simulator's kernel-delay mode;
+# Prometheus and Alertmanager for the production-stack tests (tests/production); iproute2 for
+# network namespaces, for servers that must not be reachable from outside (Phoenix).
+SYSTEM_PACKAGES ?= iptables libnetfilter-queue-dev build-essential iproute2 prometheus \
+	prometheus-alertmanager
 
 # netfilterqueue builds against libnetfilter-queue-dev; without it the kernel-delay tests skip.
 define kernel_delay_deps
@@ -70,7 +72,7 @@ system-packages:
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing system packages:$$missing"; \
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
-	      || echo "WARNING: could not install$$missing: the kernel-delay tests will skip"; \
+	      || echo "WARNING: could not install$$missing: their tests will skip or fail"; \
 	  else echo "not root: skipping system packages$$missing (their tests skip)"; fi; \
 	fi
 

@@ -140,6 +140,16 @@ METRIC_LLM_OUTPUT_TOKENS_PER_SECOND: Final = "agent_latency.llm.output_tokens_pe
 TOKENS_PER_SECOND_BUCKETS: Final = (
     1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0, 6400.0,
 )
+# Dashboards and alerts (issue 10): prefill speed per call, new connections per task, tool
+# time by tool.  The prefill metric shares its name with the span attribute it aggregates.
+METRIC_LLM_PREFILL_TOKENS_PER_SECOND: Final = "agent_latency.llm.prefill_tokens_per_second"
+PREFILL_TOKENS_PER_SECOND_BUCKETS: Final = (
+    10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 25000.0,
+    50000.0, 100000.0,
+)
+METRIC_TASK_NEW_CONNECTIONS: Final = "agent_latency.task.new_connections"
+COUNT_BUCKETS: Final = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
+METRIC_TOOL_DURATION: Final = "agent_latency.tool.duration"
 
 # --- environment variables of ours ----------------------------------------------------
 ENV_CAPTURE_COMMAND: Final = "AGENT_LATENCY_CAPTURE_COMMAND"

@@ -269,5 +269,10 @@ def _metrics(call: LLMCall, duration: float, phases: CallPhases, attrs: dict[str
     if per_chunk is not None:
         inst.tpoc.record(per_chunk, base)
     tps = attrs.get(semconv.LLM_OUTPUT_TOKENS_PER_SECOND)
-    if tps is not None and call.t_first is not None:  # measured, not estimated
+    if call.t_first is None:  # speeds only when measured, not estimated
+        return
+    if tps is not None:
         inst.tps.record(tps, base)
+    prefill_tps = attrs.get(semconv.LLM_PREFILL_TOKENS_PER_SECOND)
+    if prefill_tps is not None:
+        inst.prefill_tps.record(prefill_tps, base)
