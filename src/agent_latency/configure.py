@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from . import semconv
 from ._env import env_flag, env_number
-from ._local import JsonLinesSpanExporter, TaskSummaryPrinter
+from ._local import JsonLinesSpanExporter, TaskSummaryPrinter, default_traces_path
 from ._log import internal_error, logger, warn_once
 from ._scope import end_open_tasks
 from .processor import BudgetSpanProcessor
@@ -235,8 +235,7 @@ def _build_tracer_provider() -> tuple[TracerProvider, bool, Path | None]:
     names = _exporter_names("OTEL_TRACES_EXPORTER")
     local_default = names is None and not _otlp_endpoint_set("TRACES")
     if local_default:
-        directory = Path(os.environ.get(semconv.ENV_OUTPUT_DIR, ".agent-latency"))
-        path = directory / "traces.jsonl"
+        path = default_traces_path()  # absolute now: a later chdir does not move it
         provider.add_span_processor(BatchSpanProcessor(JsonLinesSpanExporter(path)))
         return provider, True, path
     for name in names or ["otlp"]:
@@ -277,8 +276,7 @@ def _span_exporter(name: str) -> SpanExporter | None:
 
         return ConsoleSpanExporter()
     if name == "jsonl":
-        directory = Path(os.environ.get(semconv.ENV_OUTPUT_DIR, ".agent-latency"))
-        return JsonLinesSpanExporter(directory / "traces.jsonl")
+        return JsonLinesSpanExporter(default_traces_path())
     warn_once(f"exporter-{name}", "agent-latency: unknown OTEL_TRACES_EXPORTER %r ignored "
               "(known: otlp, console, jsonl, none)", name)
     return None
