@@ -67,7 +67,7 @@ def realistic_spans(count: int) -> list[ReadableSpan]:
                         semconv.GEN_AI_USAGE_OUTPUT_TOKENS: 321,
                         semconv.SERVER_ADDRESS: "api.openai.com",
                         semconv.SERVER_PORT: 443,
-                        semconv.LLM_CLIENT: "openai",
+                        semconv.LLM_CLIENT: 0.0012,
                         semconv.LLM_STREAMING: True,
                         semconv.LLM_TTFT: 0.41234,
                         semconv.LLM_DNS: 0.0,

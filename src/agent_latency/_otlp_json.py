@@ -17,8 +17,8 @@ from __future__ import annotations
 import base64
 import json
 import math
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
