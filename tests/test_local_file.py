@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.span import TraceState
 
-from agent_latency import semconv
+from agent_latency import _log, semconv
 from agent_latency._local import (
     ENV_MAX_FILE_MB,
     JsonLinesSpanExporter,
@@ -375,6 +375,7 @@ class TestWhereTheFileGoes:
     def test_empty_dir_variable_is_the_default(self, tmp_path, monkeypatch, caplog):
         monkeypatch.chdir(tmp_path)
         monkeypatch.setenv(semconv.ENV_OUTPUT_DIR, "")
+        _log._said.discard("env-dir-empty")  # said once per process: say it here
         with caplog.at_level(logging.WARNING, logger="agent_latency"):
             path = default_traces_path()
         assert path == tmp_path / ".agent-latency" / "traces.jsonl"
