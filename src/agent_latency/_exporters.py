@@ -16,18 +16,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from . import semconv
-from ._local import JsonLinesSpanExporter
+from ._local import JsonLinesSpanExporter, default_traces_path
 from ._log import logger, warn_once
 
 TRACES_GROUP = "opentelemetry_traces_exporter"
 METRICS_GROUP = "opentelemetry_metrics_exporter"
-_DEFAULT_DIR = ".agent-latency"
 _OTLP_BY_PROTOCOL = {"grpc": "otlp_proto_grpc", "http/protobuf": "otlp_proto_http",
                      "http/json": "otlp_proto_http"}
 
@@ -74,17 +71,6 @@ def metric_readers(names: list[str],
         readers.append(made if isinstance(made, MetricReader)
                        else PeriodicExportingMetricReader(guard(made)))
     return readers
-
-
-def default_traces_path() -> Path:
-    """``$AGENT_LATENCY_DIR/traces.jsonl`` (default ``.agent-latency``), made absolute now:
-    a program that changes directory later still writes where it started."""
-    raw = os.environ.get(semconv.ENV_OUTPUT_DIR)
-    if raw is not None and not raw.strip():
-        warn_once("env-output-dir-empty", "agent-latency: %s is empty; using %s",
-                  semconv.ENV_OUTPUT_DIR, _DEFAULT_DIR)
-        raw = None
-    return (Path(raw or _DEFAULT_DIR) / "traces.jsonl").absolute()
 
 
 def _entry_name(name: str, signal: str) -> str:

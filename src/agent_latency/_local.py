@@ -4,14 +4,20 @@ Used when the program set no tracer provider and no OTLP endpoint is configured,
 sees budgets with no backend at all.  The file has one OTLP/JSON ``ExportTraceServiceRequest``
 per line (the OpenTelemetry Collector's file exporter format), readable by
 ``agent-latency report``.
+
+The file's promises (docs/reliability.md, "The local trace file and report"): whole lines
+only, even on a full disk; a file deleted or replaced while the program runs is made again;
+a forked child writes its own spans; the file is rotated at a size cap; the directory is
+fixed when ``instrument()`` runs, whatever the program's working directory is later.
 """
 
 from __future__ import annotations
 
-import json
+import errno
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -20,21 +26,73 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from . import semconv
-from ._log import warn_once
+from ._env import env_number
+from ._log import internal_error, warn_once
+from ._otlp_json import encode_line, encode_request
 from .budget import COMPONENTS, Budget
+
+ENV_MAX_FILE_MB = "AGENT_LATENCY_MAX_FILE_MB"
+"""Size in MB (10^6 bytes) at which ``traces.jsonl`` is rotated (default 100)."""
+DEFAULT_MAX_FILE_MB = 100.0
+ROTATED_FILES = 3
+"""Rotated files kept beside the current one: ``traces.jsonl.1`` (newest) … ``.3``."""
+DEFAULT_DIR = ".agent-latency"
+TRACES_FILE = "traces.jsonl"
+
+
+def default_traces_path() -> Path:
+    """``$AGENT_LATENCY_DIR/traces.jsonl`` (default ``.agent-latency``), made absolute now.
+
+    Resolved once, when ``instrument()`` builds the exporter: a program that changes its
+    working directory later still writes where it started.  An empty ``AGENT_LATENCY_DIR``
+    means the default (with one warning), not the current directory.
+    """
+    directory = os.environ.get(semconv.ENV_OUTPUT_DIR)
+    if directory is not None and not directory.strip():
+        warn_once("env-dir-empty", "agent-latency: %s is empty; using %s",
+                  semconv.ENV_OUTPUT_DIR, DEFAULT_DIR)
+        directory = None
+    return (Path(directory or DEFAULT_DIR) / TRACES_FILE).absolute()
+
+
+# Every exporter alive in this process, for the fork hook; weak, so the hook keeps none alive.
+_live_exporters: weakref.WeakSet[JsonLinesSpanExporter] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for exporter in list(_live_exporters):
+        exporter._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class JsonLinesSpanExporter(SpanExporter):
     """Appends spans to a file as OTLP/JSON, one export request per line.
 
     A file that cannot be written (a missing directory that cannot be made, a full disk)
-    is reported once and the spans are dropped: the host program goes on.
+    is reported once and the spans are dropped: the host program goes on.  What a failed
+    write left of its line is cut off again, so every line in the file stays whole.  Before
+    each write the file at ``path`` is checked to be the one open (same inode): deleted or
+    replaced, it is opened again.  Past ``max_bytes`` it is rotated to ``path.1`` … (keeping
+    ``rotated_files``).  In a forked child the exporter gets a new lock and its own file
+    descriptor, so a lock held by a parent thread at the fork cannot hang the child.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._path = Path(path)
+    def __init__(self, path: str | os.PathLike[str], *, max_bytes: int | None = None,
+                 rotated_files: int = ROTATED_FILES) -> None:
+        # Absolute now: a relative path would follow the program's later chdir.
+        self._path = Path(path).absolute()
         self._lock = threading.Lock()
         self._fd: int | None = None
+        self._max_bytes = max_bytes if max_bytes is not None else int(
+            env_number(ENV_MAX_FILE_MB, DEFAULT_MAX_FILE_MB) * 1_000_000)
+        self._rotated_files = max(0, rotated_files)
+        # A failed write whose partial line could not be cut off: the next line must start
+        # on a line of its own.
+        self._torn = False
+        _live_exporters.add(self)
 
     @property
     def path(self) -> Path:
@@ -45,57 +103,157 @@ class JsonLinesSpanExporter(SpanExporter):
         if not spans:
             return SpanExportResult.SUCCESS
         try:
-            line = json.dumps(spans_to_otlp_json(spans), separators=(",", ":")) + "\n"
-            data = line.encode("utf-8")
-            with self._lock:
-                if self._fd is None:
-                    self._path.parent.mkdir(parents=True, exist_ok=True)
-                    self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                # One write on an O_APPEND descriptor: lines from several processes sharing
-                # the file never interleave.
-                written = os.write(self._fd, data)
-                while written < len(data):
-                    written += os.write(self._fd, data[written:])
+            data = encode_line(spans)
+        except Exception:  # noqa: BLE001 - a span we cannot encode must not stop the program
+            internal_error("jsonl.encode")
+            return SpanExportResult.FAILURE
+        with self._lock:
+            return self._write(data)
+
+    def _write(self, data: bytes) -> SpanExportResult:
+        fd, written, start = None, 0, 0
+        try:
+            fd, start = self._open_current()
+            if self._torn:
+                data = b"\n" + data
+            # One write on an O_APPEND descriptor: lines from several processes sharing
+            # the file never interleave.
+            while written < len(data):
+                count = os.write(fd, data[written:] if written else data)
+                if count <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                written += count
+            self._torn = False
+            if start + written >= self._max_bytes:
+                self._rotate(fd)
             return SpanExportResult.SUCCESS
         except Exception as exc:  # noqa: BLE001
+            if fd is not None and written:
+                self._cut_partial_line(fd, start, written)
             warn_once(f"jsonl-{self._path}", "agent-latency: cannot write spans to %s: %s",
                       self._path, exc)
             return SpanExportResult.FAILURE
 
+    def _open_current(self) -> tuple[int, int]:
+        """The descriptor of the file now at ``path`` and its size, opening it again when
+        it was deleted, replaced or rotated (by us or another process)."""
+        fd = self._fd
+        if fd is not None:
+            here = os.fstat(fd)
+            try:
+                there = os.stat(self._path)
+            except FileNotFoundError:
+                there = None
+            if there is not None and (there.st_ino, there.st_dev) == (here.st_ino,
+                                                                     here.st_dev):
+                return fd, here.st_size
+            self._fd = None
+            _close(fd)
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._fd = fd
+        size = os.fstat(fd).st_size
+        # A file that does not end in a newline (another writer's torn line): start clean.
+        if size and _last_byte(fd, size) != b"\n":
+            self._torn = True
+        return fd, size
+
+    def _cut_partial_line(self, fd: int, start: int, written: int) -> None:
+        """Cut what a failed write left, or mark the file torn when that cannot be done
+        safely (another process appended after it)."""
+        try:
+            if os.fstat(fd).st_size == start + written:
+                os.ftruncate(fd, start)
+                return
+        except OSError:
+            pass
+        self._torn = True
+
+    def _rotate(self, fd: int) -> None:
+        """``path`` → ``path.1`` → … → ``path.N``; the next export opens a new file."""
+        try:
+            there = os.stat(self._path)
+            here = os.fstat(fd)
+            if (there.st_ino, there.st_dev) != (here.st_ino, here.st_dev):
+                return  # another process rotated it already
+            if self._rotated_files:
+                for number in range(self._rotated_files - 1, 0, -1):
+                    older = self._sibling(number)
+                    if older.exists():
+                        os.replace(older, self._sibling(number + 1))
+                os.replace(self._path, self._sibling(1))
+            else:
+                os.unlink(self._path)
+        except OSError as exc:
+            warn_once(f"jsonl-rotate-{self._path}", "agent-latency: cannot rotate %s: %s",
+                      self._path, exc)
+            return
+        self._fd = None
+        _close(fd)
+
+    def _sibling(self, number: int) -> Path:
+        return self._path.with_name(f"{self._path.name}.{number}")
+
+    def _after_fork_in_child(self) -> None:
+        # The parent's lock may have been held by a thread that does not exist here: a new
+        # one.  The descriptor is shared with the parent: the child opens its own.
+        self._lock = threading.Lock()
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            _close(fd)
+
     def shutdown(self) -> None:
         with self._lock:
             if self._fd is not None:
-                os.close(self._fd)
+                _close(self._fd)
                 self._fd = None
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
 
 
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _last_byte(fd: int, size: int) -> bytes:
+    try:
+        return os.pread(fd, 1, size - 1)
+    except OSError:
+        return b"\n"
+
+
 def spans_to_otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
-    """OTLP/JSON (hex ids, camelCase, int64 as strings) for a batch of SDK spans."""
+    """OTLP/JSON (hex ids, camelCase, int64 as strings, enums as integers) for a batch of
+    SDK spans, encoded directly (``_otlp_json``)."""
+    return encode_request(spans)
+
+
+def protobuf_otlp_json(spans: Sequence[ReadableSpan], *,
+                       integer_enums: bool = False) -> dict[str, Any]:
+    """The same through the OTLP exporter's protobuf encoding and ``MessageToDict``: the
+    reference the direct encoder is tested against, and the benchmark's "before"."""
+    import base64
+
     from google.protobuf.json_format import MessageToDict
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    data = MessageToDict(encode_spans(spans))
+    data = MessageToDict(encode_spans(spans), use_integers_for_enums=integer_enums)
     # OTLP/JSON differs from protobuf's JSON mapping in one place: ids are hex, not base64.
     for rs in data.get("resourceSpans", ()):
         for ss in rs.get("scopeSpans", ()):
             for span in ss.get("spans", ()):
                 for key in ("traceId", "spanId", "parentSpanId"):
                     if key in span:
-                        span[key] = _b64_to_hex(span[key])
+                        span[key] = base64.b64decode(span[key]).hex()
                 for link in span.get("links", ()):
                     for key in ("traceId", "spanId"):
                         if key in link:
-                            link[key] = _b64_to_hex(link[key])
+                            link[key] = base64.b64decode(link[key]).hex()
     return data
-
-
-def _b64_to_hex(value: str) -> str:
-    import base64
-
-    return base64.b64decode(value).hex()
 
 
 _LLM_CALLS = semconv.budget_count("llm_calls")

@@ -33,7 +33,7 @@ from ._export_guard import (
     report_failures,
     shut_down_within,
 )
-from ._local import JsonLinesSpanExporter, TaskSummaryPrinter
+from ._local import JsonLinesSpanExporter, TaskSummaryPrinter, default_traces_path
 from ._log import internal_error, logger, warn_once
 from ._scope import end_open_tasks
 from .processor import BudgetSpanProcessor
@@ -273,7 +273,7 @@ def _build_tracer_provider() -> tuple[TracerProvider, bool, Path | None]:
     provider = TracerProvider(resource=Resource.create(), shutdown_on_exit=False)
     names = _exporters.exporter_names("OTEL_TRACES_EXPORTER")
     if names is None and not _exporters.otlp_endpoint_set("TRACES"):
-        path = _exporters.default_traces_path()
+        path = default_traces_path()  # absolute now: a later chdir does not move it
         provider.add_span_processor(
             BatchSpanProcessor(guard_span_exporter(JsonLinesSpanExporter(path))))
         return provider, True, path

@@ -1,12 +1,22 @@
-"""Read stored spans: OTLP/JSON files, one export request per line or one document."""
+"""Read stored spans: OTLP/JSON files, one export request per line or one document.
+
+Files are read line by line, never whole (a pretty-printed single document excepted): the
+report's memory is bounded by the largest trace, not by the file.  ``iter_traces`` hands
+out each trace's spans once the last line holding them has been read, found by a first
+pass that only scans lines for ``"traceId"`` (a regular expression, no JSON parsing).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+AttributeFilter = Callable[[str, Any], bool]
+"""Which attributes to keep on a read span: ``(key, value) -> keep?``."""
 
 
 class TraceFileError(ValueError):
@@ -36,53 +46,183 @@ class ReadResult:
 
 
 def read_spans(path: str | Path) -> ReadResult:
-    """Every span in an OTLP/JSON file; malformed lines are reported and skipped."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TraceFileError(f"{path}: no such file (run an instrumented program first, or "
-                             "name the file to read)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceFileError(f"{path}: cannot read: {exc}") from None
-    spans: list[StoredSpan] = []
-    problems: list[str] = []
-    documents = list(_documents(text, path, problems))
-    for where, doc in documents:
-        try:
-            spans.extend(_spans_of(doc))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            problems.append(f"{where}: not an OTLP/JSON trace export ({type(exc).__name__}: "
-                            f"{exc}); skipped")
-    if not spans and problems and not documents:
-        raise TraceFileError(f"{path}: no OTLP/JSON spans found ({problems[0]})")
-    return ReadResult(spans, problems)
+    """Every span in an OTLP/JSON file, all attributes kept; malformed lines are reported
+    and skipped.  Holds the whole file's spans: the report streams with ``iter_traces``."""
+    reader = _Reader([Path(path)], None)
+    spans = [span for _, _, batch in reader.documents() for span in batch]
+    reader.check_found_any()
+    return ReadResult(spans, reader.problems)
 
 
-def _documents(text: str, path: Path, problems: list[str]) -> Iterator[tuple[str, Any]]:
-    stripped = text.strip()
-    if not stripped:
-        return
-    if stripped.startswith("{") and "\n" in stripped:
+def iter_traces(paths: Iterable[str | Path], problems: list[str], *,
+                keep: AttributeFilter | None = None) -> Iterator[list[StoredSpan]]:
+    """The spans of each trace in ``paths`` (read in order, as one stream), a trace at a
+    time, as soon as the last line holding its spans has been read.
+
+    Memory: the spans of the traces not yet complete, with only the attributes ``keep``
+    accepts.  Problems (malformed lines, …) are appended to ``problems``.  Raises
+    ``TraceFileError`` when a file is missing or holds nothing readable at all.
+    """
+    reader = _Reader([Path(p) for p in paths], keep)
+    last_line = reader.last_line_of_each_trace()
+    pending: dict[str, list[StoredSpan]] = {}
+    for index, _, batch in reader.documents():
+        touched = set()
+        for span in batch:
+            spans = pending.get(span.trace_id)
+            if spans is None:
+                spans = pending[span.trace_id] = []
+            spans.append(span)
+            touched.add(span.trace_id)
+        for trace_id in touched:
+            last = last_line.get(trace_id)
+            # Not found by the scan (an escaped id, a line appended since): kept to the end.
+            if last is not None and last <= index:
+                yield pending.pop(trace_id)
+    problems.extend(reader.problems)
+    reader.check_found_any()
+    yield from pending.values()
+
+
+# A span's or a link's trace id in a raw line: a link's only delays its trace, harmlessly.
+_TRACE_ID = re.compile(rb'"traceId"\s*:\s*"([^"\\]*)"')
+
+
+class _Reader:
+    """Lines of several files as one stream, numbered across files, parsed one at a time."""
+
+    __slots__ = ("_paths", "_keep", "problems", "_documents_read")
+
+    def __init__(self, paths: list[Path], keep: AttributeFilter | None) -> None:
+        self._paths = paths
+        self._keep = keep
+        self.problems: list[str] = []
+        self._documents_read = 0
+
+    def _open(self, path: Path) -> Any:
         try:
-            yield str(path), json.loads(stripped)
-            return
-        except json.JSONDecodeError:
-            pass  # JSON lines, not one pretty-printed document
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+            return path.open("rb")
+        except FileNotFoundError:
+            raise TraceFileError(f"{path}: no such file (run an instrumented program first, "
+                                 "or name the file to read)") from None
+        except OSError as exc:
+            raise TraceFileError(f"{path}: cannot read: {exc}") from None
+
+    def _lines(self) -> Iterator[tuple[int, Path, int, bytes]]:
+        """``(index across files, file, line number in it, raw line)``."""
+        index = 0
+        for path in self._paths:
+            with self._open(path) as lines:
+                try:
+                    for number, line in enumerate(lines, 1):
+                        yield index, path, number, line
+                        index += 1
+                except OSError as exc:
+                    raise TraceFileError(f"{path}: cannot read: {exc}") from None
+
+    def last_line_of_each_trace(self) -> dict[str, int]:
+        """First pass: the index of the last line naming each trace id."""
+        last: dict[str, int] = {}
+        for index, _, _, line in self._lines():
+            for match in _TRACE_ID.finditer(line):
+                last[match.group(1).decode("ascii", "replace")] = index
+        return last
+
+    def documents(self) -> Iterator[tuple[int, str, list[StoredSpan]]]:
+        """``(line index, where, spans)`` per export request; a pretty-printed document (a
+        file whose first two lines are not JSON on their own) is read whole, at index -1."""
+        first_two: list[tuple[int, Path, int, bytes]] = []
+        lines = self._lines()
+        for item in lines:
+            if item[3].strip():
+                first_two.append(item)
+                if len(first_two) == 2:
+                    break
+        if first_two and all(_not_json(item[3]) for item in first_two) and first_two[
+                0][3].lstrip().startswith(b"{"):
+            whole = self._whole_document(first_two[0][1])
+            if whole is not None:
+                yield whole
+                # Any further file goes on line by line.
+                lines = (item for item in lines if item[1] != first_two[0][1])
+                first_two = []
+        for index, path, number, line in _chain(first_two, lines):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            doc = self._parse(line, where)
+            if doc is not None:
+                spans = self._spans(doc, where)
+                if spans is not None:
+                    yield index, where, spans
+
+    def _whole_document(self, path: Path) -> tuple[int, str, list[StoredSpan]] | None:
+        with self._open(path) as f:
+            text = f.read()
         try:
-            yield f"{path}:{number}", json.loads(line)
+            doc = json.loads(text)
+        except RecursionError:
+            self.problems.append(f"{path}: nested too deeply; skipped")
+            return -1, str(path), []
+        except ValueError:
+            return None  # not one document: read line by line
+        spans = self._spans(doc, str(path))
+        return (-1, str(path), spans) if spans is not None else (-1, str(path), [])
+
+    def _parse(self, line: bytes, where: str) -> Any:
+        try:
+            return json.loads(line)
         except json.JSONDecodeError as exc:
-            problems.append(f"{path}:{number}: malformed JSON ({exc.msg} at column "
-                            f"{exc.colno}); line skipped")
+            self.problems.append(f"{where}: malformed JSON ({exc.msg} at column {exc.colno}); "
+                                 "line skipped")
+        except RecursionError:
+            self.problems.append(f"{where}: nested too deeply; skipped")
+        except UnicodeDecodeError:
+            self.problems.append(f"{where}: not UTF-8; line skipped")
+        return None
+
+    def _spans(self, doc: Any, where: str) -> list[StoredSpan] | None:
+        try:
+            spans = list(_spans_of(doc, self._keep))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self.problems.append(f"{where}: not an OTLP/JSON trace export "
+                                 f"({type(exc).__name__}: {exc}); skipped")
+            return None
+        except RecursionError:
+            self.problems.append(f"{where}: nested too deeply; skipped")
+            return None
+        self._documents_read += 1
+        return spans
+
+    def check_found_any(self) -> None:
+        """Raise when every non-empty line was unreadable."""
+        if not self._documents_read and self.problems:
+            names = ", ".join(str(p) for p in self._paths)
+            raise TraceFileError(f"{names}: no OTLP/JSON spans found ({self.problems[0]})")
 
 
-def _spans_of(doc: Any) -> Iterator[StoredSpan]:
+def _chain(first: list[Any], rest: Iterator[Any]) -> Iterator[Any]:
+    yield from first
+    yield from rest
+
+
+def _not_json(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return True
+    return False
+
+
+def _spans_of(doc: Any, keep: AttributeFilter | None) -> Iterator[StoredSpan]:
     for rs in doc["resourceSpans"]:
         for ss in rs.get("scopeSpans", ()):
             for span in ss.get("spans", ()):
+                attributes = {}
+                for kv in span.get("attributes", ()):
+                    value = _value(kv.get("value", {}))
+                    if keep is None or keep(kv["key"], value):
+                        attributes[kv["key"]] = value
                 yield StoredSpan(
                     trace_id=span["traceId"],
                     span_id=span["spanId"],
@@ -90,8 +230,7 @@ def _spans_of(doc: Any) -> Iterator[StoredSpan]:
                     name=span.get("name", ""),
                     start_ns=int(span["startTimeUnixNano"]),
                     end_ns=int(span["endTimeUnixNano"]),
-                    attributes={kv["key"]: _value(kv.get("value", {}))
-                                for kv in span.get("attributes", ())},
+                    attributes=attributes,
                     status=_status(span.get("status", {})),
                 )
 

@@ -83,10 +83,17 @@ def find_tasks(spans: list[StoredSpan]) -> tuple[list[StoredTask], list[str]]:
         except UnknownComponentError as exc:
             problems.append(f"span {span.name!r}: {exc}; counted as other")
             intervals, kind = [Interval(span.start_ns, span.end_ns, "other")], "other"
+        except (TypeError, ValueError) as exc:  # a stored attribute of the wrong type
+            problems.append(f"span {span.name!r}: unusable budget attributes ({exc}); "
+                            "counted as other")
+            intervals, kind = [Interval(span.start_ns, span.end_ns, "other")], "other"
         if kind is None:
             continue
         owner.intervals.extend(intervals)
-        count_span(owner.counts, kind, span.attributes, nested_tool=top is not span)
+        try:
+            count_span(owner.counts, kind, span.attributes, nested_tool=top is not span)
+        except (TypeError, ValueError) as exc:
+            problems.append(f"span {span.name!r}: unusable counts ({exc}); not counted")
     ordered = sorted(tasks.values(), key=lambda t: t.span.start_ns)
     idle = _idle_process_tasks(ordered)
     # Innermost first, so each task hands its parent everything below it exactly once.

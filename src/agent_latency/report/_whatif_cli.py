@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agent-latency whatif",
         description="Project each recorded task's wall time under changes, keeping the "
                     "recorded order of work (parallel work is not double-saved).")
-    p.add_argument("file", nargs="?", default=DEFAULT_FILE)
+    p.add_argument("file", nargs="?",
+                   help=f"OTLP/JSON trace file (default {DEFAULT_FILE} and its rotated files)")
     p.add_argument("--task", help="only tasks with this name")
     p.add_argument("--output-tps", type=float, help="output tokens/s of the model (= X)")
     p.add_argument("--output-speedup", type=float, help="output tokens/s × K")
@@ -80,14 +81,16 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
         scenario, described = scenario_from(args)
-        tasks, problems = load_tasks(args.file, args.task)
+        tasks, problems = load_tasks(args.file or DEFAULT_FILE, args.task,
+                                     rotated=args.file is None)
     except (TraceFileError, ValueError) as exc:
         print(f"agent-latency whatif: {exc}", file=sys.stderr)
         return 1
     for problem in problems:
         print(f"agent-latency whatif: {problem}", file=sys.stderr)
     if not tasks:
-        print(f"agent-latency whatif: no tasks in {args.file}", file=sys.stderr)
+        print(f"agent-latency whatif: no tasks in {args.file or DEFAULT_FILE}",
+              file=sys.stderr)
         return 1
     for task in tasks:
         projection = project(task.intervals, task.span.start_ns, task.span.end_ns, scenario)
