@@ -26,7 +26,13 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from . import semconv
-from ._env import env_flag, env_number
+from ._env import (
+    batch_span_settings,
+    env_flag,
+    env_int,
+    env_number,
+    metric_reader_settings,
+)
 from ._local import JsonLinesSpanExporter, TaskSummaryPrinter
 from ._log import internal_error, logger, warn_once
 from ._scope import end_open_tasks
@@ -107,8 +113,9 @@ def _instrument(summary: bool | None, targets: list[str] | None,
             state.tracer_provider = provider  # type: ignore[assignment]
             state.processor = BudgetSpanProcessor(
                 meter_provider or _meter_provider(),
-                max_open_tasks=int(env_number(semconv.ENV_MAX_OPEN_TASKS, 10_000)),
-                max_task_age=env_number(semconv.ENV_TASK_MAX_AGE, 24 * 3600.0),
+                max_open_tasks=env_int(semconv.ENV_MAX_OPEN_TASKS, 10_000, maximum=10**8),
+                max_task_age=env_number(semconv.ENV_TASK_MAX_AGE, 24 * 3600.0,
+                                        maximum=10 * 366 * 24 * 3600.0),
             )
             # Budget first: its on_end must run before exporters' in the same provider.
             provider.add_span_processor(state.processor)  # type: ignore[union-attr]
@@ -217,7 +224,8 @@ def _meter_provider() -> metrics.MeterProvider:
         if exporter is not None:
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-            readers.append(PeriodicExportingMetricReader(exporter))
+            readers.append(PeriodicExportingMetricReader(exporter,
+                                                        **metric_reader_settings()))
     if not readers:
         # Nowhere to send metrics: leave the proxy, so a provider the program sets later
         # still receives our instruments.
@@ -237,12 +245,13 @@ def _build_tracer_provider() -> tuple[TracerProvider, bool, Path | None]:
     if local_default:
         directory = Path(os.environ.get(semconv.ENV_OUTPUT_DIR, ".agent-latency"))
         path = directory / "traces.jsonl"
-        provider.add_span_processor(BatchSpanProcessor(JsonLinesSpanExporter(path)))
+        provider.add_span_processor(BatchSpanProcessor(JsonLinesSpanExporter(path),
+                                                       **batch_span_settings()))
         return provider, True, path
     for name in names or ["otlp"]:
         exporter = _span_exporter(name)
         if exporter is not None:
-            provider.add_span_processor(BatchSpanProcessor(exporter))
+            provider.add_span_processor(BatchSpanProcessor(exporter, **batch_span_settings()))
     return provider, False, None
 
 
