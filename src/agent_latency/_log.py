@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 logger = logging.getLogger("agent_latency")
 
 _said: set[str] = set()
 _lock = threading.Lock()
+
+
+def _reset_lock_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_lock_in_child)
 
 
 def warn_once(key: str, message: str, *args: object) -> None:

@@ -25,7 +25,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from . import semconv
+from . import _lifecycle, semconv
 from ._env import (
     batch_span_settings,
     env_flag,
@@ -128,6 +128,7 @@ def _instrument(summary: bool | None, targets: list[str] | None,
 
         state.instrumentors = _all.instrument_all(targets)
         _state = state
+        _lifecycle.install()
         if not _atexit_registered:
             # Registered after the provider, so it runs before the provider's own shutdown.
             atexit.register(_at_exit)
@@ -180,6 +181,7 @@ def traces_path() -> Path | None:
 def _at_exit() -> None:
     if _state is not None:
         end_open_tasks()
+    _lifecycle.keep_sigint_exit()  # our last exit hook before the provider's own
 
 
 def _open_implicit_process_task() -> None:

@@ -14,8 +14,10 @@ onto the span as it ends (:func:`_set_on_ended_span`).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -133,6 +135,12 @@ def _set_on_ended_span(span: Any, attributes: Mapping[str, Any]) -> bool:
     return True
 
 
+def _call_if_alive(method: weakref.WeakMethod[Any]) -> None:
+    bound = method()
+    if bound is not None:
+        bound()
+
+
 def _merge_per_component(intervals: list[Interval]) -> list[Interval]:
     """Union the intervals of each component; the split only sees components."""
     by_component: dict[str, list[tuple[int, int]]] = {}
@@ -181,6 +189,17 @@ class BudgetSpanProcessor(SpanProcessor):
             explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
         )
         _hooks.register(self.finish_task)
+        if hasattr(os, "register_at_fork"):
+            forget = weakref.WeakMethod(self._forget_in_child)
+            os.register_at_fork(after_in_child=lambda: _call_if_alive(forget))
+
+    def _forget_in_child(self) -> None:
+        """A forked child's tasks are its own: the parent's open ones are not collected
+        (nor ended) there.  A fresh lock, as one held by another thread at fork stays held."""
+        self._lock = threading.RLock()
+        self._tasks.clear()
+        self._owner.clear()
+        self._in_tool.clear()
 
     # -- SpanProcessor ---------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:

@@ -74,6 +74,9 @@ _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
 
 # Popen objects whose span is still open (for the exit sweep); weak, so never kept alive.
 _live: weakref.WeakSet[subprocess.Popen[Any]] = weakref.WeakSet()
+if hasattr(os, "register_at_fork"):
+    # A forked child did not start its parent's processes: their spans are the parent's.
+    os.register_at_fork(after_in_child=_live.clear)
 _atexit_registered = False
 _atexit_lock = threading.Lock()
 
