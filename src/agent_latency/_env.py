@@ -48,8 +48,9 @@ def env_number(name: str, default: float, *, minimum: float = 0.0,
     if math.isfinite(value) and value <= maximum and (
             value > minimum or (allow_minimum and value == minimum)):
         return value
-    warn_once(f"env-{name}", "agent-latency: %s=%r is not a number in (%g, %g]; using %s",
-              name, raw, minimum, maximum, default)
+    bound = "positive number" if minimum == 0 else f"number above {minimum:g}"
+    warn_once(f"env-{name}", "agent-latency: %s=%r is not a %s (at most %g); using %s",
+              name, raw, bound, maximum, default)
     return default
 
 
