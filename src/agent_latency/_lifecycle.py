@@ -35,7 +35,7 @@ import threading
 import time
 from typing import Any
 
-from ._log import internal_error
+from ._log import FAULTS, fault, internal_error
 
 # At most this long at a worker's exit (and on a fatal signal) for the last export.
 FLUSH_TIMEOUT_S = 2.0
@@ -54,6 +54,8 @@ def flush_provider(timeout_s: float = FLUSH_TIMEOUT_S) -> None:
     nothing.
     """
     try:
+        if FAULTS:
+            fault("fork.flush")
         from opentelemetry import trace  # already imported: instrument() did
 
         deadline = time.monotonic() + timeout_s
@@ -94,6 +96,8 @@ def keep_sigint_exit() -> None:
 
 def _finish_worker() -> None:
     try:
+        if FAULTS:
+            fault("fork.finish_worker")
         from .configure import _at_exit
 
         _at_exit()  # the worker's own tasks still open
@@ -106,6 +110,8 @@ def _flush_on_sigterm() -> None:
     """``Pool`` ends its workers with ``SIGTERM``: a worker left at the default action
     ends its tasks, flushes (bounded), then dies of the signal all the same."""
     try:
+        if FAULTS:
+            fault("fork.worker_sigterm")
         import signal
 
         process = sys.modules.get("agent_latency._process")
@@ -168,6 +174,8 @@ def _drop_parents_queued_spans() -> None:
 
 def _after_in_child() -> None:
     try:
+        if FAULTS:
+            fault("fork.after_in_child")
         _drop_parents_queued_spans()
         _wrap_bootstrap()
     except Exception:  # noqa: BLE001

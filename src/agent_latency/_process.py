@@ -28,7 +28,7 @@ from typing import Any
 
 from . import _scope, semconv
 from ._lifecycle import flush_provider
-from ._log import internal_error
+from ._log import FAULTS, fault, internal_error
 
 
 class ProcessTask:
@@ -72,12 +72,16 @@ class ProcessTask:
         # loaded yet was not used.
         subprocess_module = sys.modules.get("agent_latency.instrumentation.tools.subprocess")
         try:
+            if FAULTS:
+                fault("process_task.finish_unwaited")
             if subprocess_module is not None:
                 subprocess_module.finish_unwaited()
         except Exception:  # noqa: BLE001
             internal_error("process_task.finish_unwaited")
         span = self.span
         try:
+            if FAULTS:
+                fault("process_task.end")
             if self.error is not None:
                 from opentelemetry.trace import Status, StatusCode  # loaded with the span
 
@@ -101,6 +105,8 @@ def _after_fork_in_child() -> None:
     """A forked child starts clean: no process task, and fatal signals at their default
     action again (our handler would end the parent's task in the child)."""
     try:
+        if FAULTS:
+            fault("process_task.after_fork")
         process_task.forget()
         for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
             if sig is not None and signal.getsignal(sig) is _on_signal:
@@ -186,6 +192,8 @@ def _on_signal(signum: int, frame: Any) -> None:
     if process_task.error is None:
         process_task.error = (name, f"killed by {name}")
     try:
+        if FAULTS:
+            fault("process_task.on_signal")
         process_task.end()
         configure = sys.modules.get("agent_latency.configure")
         if configure is not None:

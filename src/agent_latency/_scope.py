@@ -14,7 +14,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import _hooks, semconv
-from ._log import internal_error, warn_once
+from ._log import FAULTS, fault, internal_error, warn_once
 from ._version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -117,6 +117,8 @@ class _Scope:
             detach(token)
             return
         try:
+            if FAULTS:
+                fault(f"{type(self).__name__}.__exit__")
             if exc is not None:
                 mark_error(span, exc)
                 span.record_exception(exc)
@@ -251,6 +253,8 @@ def end_task(span: Span, exc: BaseException | None = None) -> bool:
     """Status, budget and end for a task from :func:`start_task`; False when it had already
     ended (at exit, say).  Never raises."""
     try:
+        if FAULTS:
+            fault("end_task")
         if _open_tasks.pop(id(span), None) is None:
             return False
         if exc is not None:

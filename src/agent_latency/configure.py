@@ -34,7 +34,7 @@ from ._env import (
     metric_reader_settings,
 )
 from ._local import JsonLinesSpanExporter, TaskSummaryPrinter
-from ._log import internal_error, logger, warn_once
+from ._log import FAULTS, fault, internal_error, logger, warn_once
 from ._scope import end_open_tasks
 from .processor import BudgetSpanProcessor
 
@@ -201,6 +201,8 @@ def _open_implicit_process_task() -> None:
             or in_task() or (current.is_valid and not current.is_remote)):
         return
     try:
+        if FAULTS:
+            fault("instrument.process_task")
         start_ns = _process.process_start_ns() or time.time_ns()
         _process.open_process_task(_process.process_name(), start_ns,
                                    {semconv.PROCESS_TASK: True})

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanKind
 
 from . import _hooks, semconv
-from ._log import internal_error, warn_once
+from ._log import FAULTS, fault, internal_error, warn_once
 from .budget import COMPONENTS, Budget, Interval, UnknownComponentError, component_of, split
 from .budget._spans import budget_attributes, count_span, span_intervals
 
@@ -214,6 +214,8 @@ class BudgetSpanProcessor(SpanProcessor):
         if not self._enabled:
             return
         try:
+            if FAULTS:
+                fault("BudgetSpanProcessor.on_start")
             parent = span._parent  # the SDK's own field: the property costs a call per span
             owner = self._owner.get(parent.span_id) if parent is not None else None
             attrs = _attributes_of(span)
@@ -253,6 +255,8 @@ class BudgetSpanProcessor(SpanProcessor):
         if not self._enabled:
             return
         try:
+            if FAULTS:
+                fault("BudgetSpanProcessor._on_ending")
             task = self._tasks.get(span._context.span_id)
             if task is not None and task.request:
                 self._finish_request(task, span)
@@ -263,6 +267,8 @@ class BudgetSpanProcessor(SpanProcessor):
         if not self._enabled:
             return
         try:
+            if FAULTS:
+                fault("BudgetSpanProcessor.on_end")
             sid = span._context.span_id
             task = self._owner.pop(sid, None)
             if task is None:
@@ -310,6 +316,8 @@ class BudgetSpanProcessor(SpanProcessor):
         if not self._enabled:
             return None
         try:
+            if FAULTS:
+                fault("BudgetSpanProcessor.finish_task")
             task = self._tasks.get(span.get_span_context().span_id)
             if task is None:
                 return None

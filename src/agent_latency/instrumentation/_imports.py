@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .._log import internal_error
+from .._log import FAULTS, fault, internal_error
 
 
 def when_imported(module: str, hook: Any) -> None:
@@ -17,6 +17,8 @@ def when_imported(module: str, hook: Any) -> None:
 
     def guarded(mod: Any) -> None:
         try:
+            if FAULTS:
+                fault(f"patch-on-import {module}")
             hook(mod)
         except Exception:  # noqa: BLE001 - a failed patch must not fail the user's import
             internal_error(f"patch-on-import {module}")

@@ -54,7 +54,7 @@ from wrapt import wrap_function_wrapper
 
 from ... import semconv
 from ..._env import env_flag
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from ..._scope import mark_error, start_tool, tool_attributes
 from ._child_context import (
     _fork_exec_hook,
@@ -149,6 +149,8 @@ def finish(span: trace.Span, returncode: int | None, *, timed_out: float | None 
     costs two to three times what it costs warm.
     """
     try:
+        if FAULTS:
+            fault("subprocess.finish")
         attrs: dict[str, Any] = {}
         if pid is not None:
             attrs[semconv.TOOL_PID] = pid
@@ -331,6 +333,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             return wrapped(*args, **kwargs)
         span = None
         try:
+            if FAULTS:
+                fault("subprocess._execute_child")
             pos = self._pos
             assert pos is not None
             name, exe, argv = describe(_get(args, kwargs, pos.args, "args"),
@@ -362,6 +366,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
             try:
+                if FAULTS:
+                    fault("subprocess._execute_child.error")
                 mark_error(span, exc)
                 span.end()
             except Exception:  # noqa: BLE001
@@ -370,6 +376,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         finally:
             _pending.extra = None
         try:
+            if FAULTS:
+                fault("subprocess._execute_child.after")
             d = instance.__dict__
             rc = d.get("returncode")
             if rc is not None:  # already reaped (cannot happen today; be safe)
@@ -390,6 +398,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         command = args[0]
         span = None
         try:
+            if FAULTS:
+                fault("subprocess.os_system")
             text = _str(command)
             name = _first_word(text)
             attributes = tool_attributes(name, tool_type=semconv.TOOL_TYPE_EXTENSION,
@@ -417,6 +427,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             span.end()
             raise
         try:
+            if FAULTS:
+                fault("subprocess.os_system.after")
             code: int | None
             try:
                 code = os.waitstatus_to_exitcode(status)
