@@ -33,6 +33,9 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from ._log import logger
 
 DEFAULT_EXIT_TIMEOUT_S = 2.0
+# The bound in force (AGENT_LATENCY_EXIT_TIMEOUT, read by instrument()): the exit flush, a
+# multiprocessing worker's last flush and the flush on a fatal signal all keep to it.
+exit_timeout_s = DEFAULT_EXIT_TIMEOUT_S
 # The loggers of the exporters that log every failed batch and retry.
 _EXPORTER_LOGGERS = (
     "opentelemetry.exporter.otlp.proto.http.trace_exporter",

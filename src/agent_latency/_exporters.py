@@ -57,10 +57,12 @@ def span_exporters(names: list[str]) -> list[SpanExporter]:
 
 
 def metric_readers(names: list[str],
-                   guard: Callable[[Any], Any] = lambda exporter: exporter) -> list[Any]:
+                   guard: Callable[[Any], Any] = lambda exporter: exporter,
+                   settings: dict[str, Any] | None = None) -> list[Any]:
     """One reader per name: pull exporters (``prometheus``) are readers themselves, push
     exporters (passed through ``guard`` first) are read every
-    ``OTEL_METRIC_EXPORT_INTERVAL`` by a periodic reader."""
+    ``OTEL_METRIC_EXPORT_INTERVAL`` by a periodic reader (``settings``: its validated
+    interval and timeout)."""
     from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 
     readers = []
@@ -69,7 +71,7 @@ def metric_readers(names: list[str],
         if made is None:
             continue
         readers.append(made if isinstance(made, MetricReader)
-                       else PeriodicExportingMetricReader(guard(made)))
+                       else PeriodicExportingMetricReader(guard(made), **(settings or {})))
     return readers
 
 

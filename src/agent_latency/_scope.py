@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -13,7 +14,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import _hooks, semconv
-from ._log import internal_error, warn_once
+from ._log import FAULTS, fault, internal_error, warn_once
 from ._version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -22,6 +23,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 _TASK_KEY = otel_context.create_key("agent_latency.task")
 # Task spans open right now, so that a task left open at exit still gets its budget.
 _open_tasks: dict[int, tuple[str, Span]] = {}
+if hasattr(os, "register_at_fork"):
+    # A forked child starts with no task of its own: the parent's are the parent's to end.
+    os.register_at_fork(after_in_child=_open_tasks.clear)
 
 
 _tracer_cache: list[Any] = [None, None]
@@ -64,7 +68,7 @@ class _Scope:
     decorated function can run concurrently and recursively.
     """
 
-    __slots__ = ("_attributes", "_kind", "_name", "_span", "_token")
+    __slots__ = ("_attributes", "_kind", "_name", "_pid", "_span", "_token")
 
     def __init__(self, name: str, attributes: dict[str, Any], kind: SpanKind) -> None:
         self._name = name
@@ -72,11 +76,13 @@ class _Scope:
         self._kind = kind
         self._span: Span | None = None
         self._token: object | None = None
+        self._pid = 0
 
     def _fresh(self) -> _Scope:
         fresh = object.__new__(type(self))
         fresh._name, fresh._attributes, fresh._kind = self._name, self._attributes, self._kind
         fresh._span = fresh._token = None
+        fresh._pid = 0
         return fresh
 
     def _context(self, span: Span) -> otel_context.Context:
@@ -96,6 +102,7 @@ class _Scope:
         span = tracer().start_span(self._span_name(), kind=self._kind,
                                    attributes=self._attributes)
         self._span = span
+        self._pid = os.getpid()
         self._token = otel_context.attach(self._context(span))
         return span
 
@@ -104,7 +111,14 @@ class _Scope:
         if span is None:
             return
         self._span = self._token = None
+        if self._pid != os.getpid():
+            # A forked child leaving a block its parent opened (sys.exit in the child, say):
+            # the span is the parent's, ended there once.
+            detach(token)
+            return
         try:
+            if FAULTS:
+                fault(f"{type(self).__name__}.__exit__")
             if exc is not None:
                 mark_error(span, exc)
                 span.record_exception(exc)
@@ -239,6 +253,8 @@ def end_task(span: Span, exc: BaseException | None = None) -> bool:
     """Status, budget and end for a task from :func:`start_task`; False when it had already
     ended (at exit, say).  Never raises."""
     try:
+        if FAULTS:
+            fault("end_task")
         if _open_tasks.pop(id(span), None) is None:
             return False
         if exc is not None:

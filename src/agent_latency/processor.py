@@ -14,8 +14,11 @@ onto the span as it ends (:func:`_set_on_ended_span`).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -25,7 +28,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanKind
 
 from . import _hooks, semconv
-from ._log import internal_error, warn_once
+from ._log import FAULTS, fault, internal_error, warn_once
 from .budget import COMPONENTS, Budget, Interval, UnknownComponentError, component_of, split
 from .budget._spans import budget_attributes, count_span, span_intervals
 
@@ -34,9 +37,12 @@ _DEFAULT_MAX_TASK_AGE_S = 24 * 3600.0
 # Past this many intervals a task's intervals are merged per component (the split stays
 # exact; the what-if loses per-call detail), so a long task's memory stays bounded.
 _MAX_INTERVALS_PER_TASK = 100_000
-# Spans open inside tasks; past this, those of finished tasks (spans that never ended) are
-# swept out.
+# Spans open inside tasks; past this, all are forgotten (a last resort).
 _MAX_OPEN_SPANS = 1_000_000
+# Spans left open by tasks that finished (or were dropped): swept out once this many have
+# piled up, or at the next task end a minute after the last sweep.
+_SWEEP_AFTER_LEAKED = 10_000
+_SWEEP_AFTER_S = 60.0
 
 # One point per component per task.  The task name is deliberately not an attribute: task
 # names are free text and would make the metric's cardinality unbounded.
@@ -59,8 +65,8 @@ _COUNT_NAMES = (
 class _OpenTask:
     """What the processor holds for one open task."""
 
-    __slots__ = ("budget", "closed", "counts", "intervals", "name", "opened", "parent",
-                 "request", "span_id", "start_ns", "whole_process")
+    __slots__ = ("budget", "closed", "counts", "intervals", "name", "open_spans", "opened",
+                 "parent", "request", "span_id", "start_ns", "whole_process")
 
     def __init__(self, span_id: int, name: str, start_ns: int, parent: _OpenTask | None,
                  request: bool = False, whole_process: bool = False):
@@ -71,6 +77,7 @@ class _OpenTask:
         self.intervals: list[Interval] = []
         self.counts = dict.fromkeys(_COUNT_NAMES, 0)
         self.closed = False
+        self.open_spans = 0  # spans started in it and not ended yet (not its own)
         self.opened = time.monotonic()
         self.budget: Budget | None = None
         # A request task candidate: a task only if it sees an LLM call or a tool.
@@ -133,6 +140,12 @@ def _set_on_ended_span(span: Any, attributes: Mapping[str, Any]) -> bool:
     return True
 
 
+def _call_if_alive(method: weakref.WeakMethod[Any]) -> None:
+    bound = method()
+    if bound is not None:
+        bound()
+
+
 def _merge_per_component(intervals: list[Interval]) -> list[Interval]:
     """Union the intervals of each component; the split only sees components."""
     by_component: dict[str, list[tuple[int, int]]] = {}
@@ -165,7 +178,10 @@ class BudgetSpanProcessor(SpanProcessor):
         max_open_tasks: int = _DEFAULT_MAX_OPEN_TASKS,
         max_task_age: float = _DEFAULT_MAX_TASK_AGE_S,
     ) -> None:
-        self._tasks: dict[int, _OpenTask] = {}
+        # In start order: the oldest is evicted first, in O(1).
+        self._tasks: OrderedDict[int, _OpenTask] = OrderedDict()
+        self._leaked = 0  # open spans of finished tasks, since the last sweep
+        self._last_sweep = time.monotonic()
         self._owner: dict[int, _OpenTask] = {}
         # Open spans that are tools or run inside one -> the outermost tool's span id.
         self._in_tool: dict[int, int] = {}
@@ -191,12 +207,25 @@ class BudgetSpanProcessor(SpanProcessor):
             explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
         )
         _hooks.register(self.finish_task)
+        if hasattr(os, "register_at_fork"):
+            forget = weakref.WeakMethod(self._forget_in_child)
+            os.register_at_fork(after_in_child=lambda: _call_if_alive(forget))
+
+    def _forget_in_child(self) -> None:
+        """A forked child's tasks are its own: the parent's open ones are not collected
+        (nor ended) there.  A fresh lock, as one held by another thread at fork stays held."""
+        self._lock = threading.RLock()
+        self._tasks.clear()
+        self._owner.clear()
+        self._in_tool.clear()
 
     # -- SpanProcessor ---------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if not self._enabled:
             return
         try:
+            if FAULTS:
+                fault("BudgetSpanProcessor.on_start")
             parent = span._parent  # the SDK's own field: the property costs a call per span
             owner = self._owner.get(parent.span_id) if parent is not None else None
             attrs = _attributes_of(span)
@@ -216,6 +245,7 @@ class BudgetSpanProcessor(SpanProcessor):
             sid = span._context.span_id
             owner_map = self._owner
             owner_map[sid] = owner
+            owner.open_spans += 1
             # A tool run by a tool (a shell command under a ``run_shell`` function) is tool
             # time like any other, but not another tool call, and a what-if scales it inside
             # the outer tool: remember the outermost tool each span runs in.
@@ -235,6 +265,8 @@ class BudgetSpanProcessor(SpanProcessor):
         if not self._enabled:
             return
         try:
+            if FAULTS:
+                fault("BudgetSpanProcessor._on_ending")
             task = self._tasks.get(span._context.span_id)
             if task is not None and task.request:
                 self._finish_request(task, span)
@@ -245,6 +277,8 @@ class BudgetSpanProcessor(SpanProcessor):
         if not self._enabled:
             return
         try:
+            if FAULTS:
+                fault("BudgetSpanProcessor.on_end")
             sid = span._context.span_id
             task = self._owner.pop(sid, None)
             if task is None:
@@ -254,6 +288,7 @@ class BudgetSpanProcessor(SpanProcessor):
                     self._finish_request(task, span)  # an SDK without _on_ending
                 self._close(task, span)
                 return
+            task.open_spans -= 1
             top = self._in_tool.pop(sid, sid)
             attrs = _attributes_of(span)
             if not attrs:
@@ -296,6 +331,8 @@ class BudgetSpanProcessor(SpanProcessor):
         if not self._enabled:
             return None
         try:
+            if FAULTS:
+                fault("BudgetSpanProcessor.finish_task")
             task = self._tasks.get(span.get_span_context().span_id)
             if task is None:
                 return None
@@ -356,6 +393,8 @@ class BudgetSpanProcessor(SpanProcessor):
         task.closed = True
         with self._lock:
             self._tasks.pop(task.span_id, None)
+            if task.open_spans > 0:
+                self._note_leaked(task.open_spans)
         if task.request and task.budget is None:
             task.intervals = []
             return  # a request without agent work: no task
@@ -373,10 +412,24 @@ class BudgetSpanProcessor(SpanProcessor):
             record(budget.shares[component], attributes)
         self._task_connections.record(budget.counts.get("new_connections", 0))
 
+    def _note_leaked(self, count: int) -> None:
+        """``count`` more spans were left open by a task that is gone (lock held); sweep
+        when enough piled up or the last sweep is a minute old — amortised O(1)."""
+        self._leaked += count
+        now = time.monotonic()
+        if self._leaked >= _SWEEP_AFTER_LEAKED or now - self._last_sweep > _SWEEP_AFTER_S:
+            self._sweep()
+
     def _sweep(self) -> None:
         """Forget open spans whose task is gone (spans that never ended, or evicted tasks)."""
         with self._lock:
+            self._leaked = 0
+            self._last_sweep = time.monotonic()
             stale = [sid for sid, task in self._owner.items() if task.closed]
+            if stale:
+                warn_once("leaked-spans", "agent-latency: %d spans were never ended inside "
+                          "tasks that finished; forgotten (end every span you start)",
+                          len(stale))
             for sid in stale:
                 self._owner.pop(sid, None)
             for sid in [sid for sid in self._in_tool if sid not in self._owner]:
@@ -391,10 +444,15 @@ class BudgetSpanProcessor(SpanProcessor):
     def _evict(self, now: float) -> None:
         """Drop the oldest open tasks past the cap or the age limit (lock held); never the
         process task (a long-running server's would otherwise be dropped after a day)."""
+        skipped = 0
         while self._tasks:
-            oldest = next((t for t in self._tasks.values() if not t.whole_process), None)
-            if oldest is None:
-                return
+            oldest = next(iter(self._tasks.values()))
+            if oldest.whole_process:
+                if skipped >= len(self._tasks):
+                    return  # only process tasks are open
+                self._tasks.move_to_end(oldest.span_id)  # never evicted: out of the way
+                skipped += 1
+                continue
             too_many = len(self._tasks) >= self._max_open_tasks
             too_old = now - oldest.opened > self._max_task_age
             if not (too_many or too_old):
@@ -405,4 +463,4 @@ class BudgetSpanProcessor(SpanProcessor):
                       self._max_open_tasks, self._max_task_age)
             del self._tasks[oldest.span_id]
             oldest.closed = True
-            self._sweep()
+            self._note_leaked(oldest.open_spans + 1)  # its spans, and its own span

@@ -14,7 +14,7 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from ... import semconv
 from ..._env import capture_content, env_flag
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from ..._scope import tracer as global_tracer
 from ..._version import __version__
 from ._instruments import Instruments, global_instruments
@@ -224,6 +224,8 @@ class LLMCall:
         if self.state == _DONE or not self.lock.acquire(blocking=False):
             return
         try:
+            if FAULTS:
+                fault("llm.finish")
             if self.state == _DONE:
                 return
             self.state = _DONE
@@ -272,6 +274,8 @@ class LLMCall:
 def abandon_call(call: LLMCall) -> None:
     """``weakref.finalize`` target (a plain function so it keeps no proxy alive)."""
     try:
+        if FAULTS:
+            fault("llm.abandon")
         call.abandon()
     except Exception:  # noqa: BLE001
         internal_error("llm.abandon")

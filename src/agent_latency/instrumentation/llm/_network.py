@@ -23,7 +23,7 @@ from typing import Any
 from opentelemetry import propagate
 
 from ... import semconv
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from .._shared import SharedPatch
 
 #: The LLM call whose HTTP attempts are being sent right now (set only inside SDK methods).
@@ -157,6 +157,8 @@ class Attempt:
     def sync_trace(self, user: Any) -> Any:
         def trace(name: str, info: Any) -> None:
             try:
+                if FAULTS:
+                    fault("network.trace")
                 self.event(name, info)
             except Exception:  # noqa: BLE001
                 internal_error("network.trace")
@@ -167,6 +169,8 @@ class Attempt:
     def async_trace(self, user: Any) -> Any:
         async def trace(name: str, info: Any) -> None:
             try:
+                if FAULTS:
+                    fault("network.atrace")
                 self.event(name, info)
             except Exception:  # noqa: BLE001
                 internal_error("network.atrace")
@@ -231,6 +235,8 @@ for _proto in ("http11", "http2"):
 
 def _prepare(call: Any, request: Any, is_async: bool) -> Attempt | None:
     try:
+        if FAULTS:
+            fault("network.prepare")
         url = request.url
         port = url.port or (443 if url.scheme == "https" else 80)
         attempt = Attempt(url.host, port)
@@ -268,6 +274,8 @@ def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 def _got_response(attempt: Attempt | None, response: Any) -> Any:
     if attempt is not None:
         try:
+            if FAULTS:
+                fault("network.got_response")
             attempt.got_response(response)
         except Exception:  # noqa: BLE001
             internal_error("network.got_response")

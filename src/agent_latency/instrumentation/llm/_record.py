@@ -8,7 +8,7 @@ from typing import Any
 from opentelemetry.trace import Status, StatusCode
 
 from ... import semconv
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from ...budget import CallMarks, CallPhases, call_phases, split_server_time
 from . import _rates
 from ._call import LLMCall
@@ -70,6 +70,8 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
     info = call.info
     span = call.span
     try:
+        if FAULTS:
+            fault("llm.extract")
         if response is not None and endpoint.from_response is not None:
             endpoint.from_response(call, response)
         elif call.chunks and endpoint.from_stream is not None:
@@ -204,6 +206,8 @@ def _info_attributes(info: Any, attrs: dict[str, Any]) -> None:
 def _content_attributes(call: LLMCall, attrs: dict[str, Any]) -> None:
     endpoint = call.endpoint
     try:
+        if FAULTS:
+            fault("llm.content")
         if endpoint.input_messages is not None:
             attrs[semconv.GEN_AI_INPUT_MESSAGES] = json.dumps(
                 endpoint.input_messages(call.kwargs), default=str)

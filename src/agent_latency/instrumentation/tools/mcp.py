@@ -35,7 +35,7 @@ from opentelemetry.instrumentation.utils import unwrap
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ... import semconv
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from ..._scope import detach, start_tool, tool_attributes, tracer
 from .._imports import when_imported
 from ._frameworks import acall_as_tool
@@ -85,6 +85,8 @@ class _TransportCM:
             if token is not None:
                 detach(token)
         try:
+            if FAULTS:
+                fault("mcp.transport")
             items = tuple(streams) if isinstance(streams, tuple) else (streams,)
             session_id = items[2] if len(items) > 2 and callable(items[2]) else None
             for stream in items[:2]:

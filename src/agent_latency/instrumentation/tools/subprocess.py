@@ -54,7 +54,7 @@ from wrapt import wrap_function_wrapper
 
 from ... import semconv
 from ..._env import env_flag
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from ..._scope import mark_error, start_tool, tool_attributes
 from ._child_context import (
     _fork_exec_hook,
@@ -74,6 +74,9 @@ _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
 
 # Popen objects whose span is still open (for the exit sweep); weak, so never kept alive.
 _live: weakref.WeakSet[subprocess.Popen[Any]] = weakref.WeakSet()
+if hasattr(os, "register_at_fork"):
+    # A forked child did not start its parent's processes: their spans are the parent's.
+    os.register_at_fork(after_in_child=_live.clear)
 _atexit_registered = False
 _atexit_lock = threading.Lock()
 
@@ -146,6 +149,8 @@ def finish(span: trace.Span, returncode: int | None, *, timed_out: float | None 
     costs two to three times what it costs warm.
     """
     try:
+        if FAULTS:
+            fault("subprocess.finish")
         attrs: dict[str, Any] = {}
         if pid is not None:
             attrs[semconv.TOOL_PID] = pid
@@ -328,6 +333,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             return wrapped(*args, **kwargs)
         span = None
         try:
+            if FAULTS:
+                fault("subprocess._execute_child")
             pos = self._pos
             assert pos is not None
             name, exe, argv = describe(_get(args, kwargs, pos.args, "args"),
@@ -359,6 +366,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
             try:
+                if FAULTS:
+                    fault("subprocess._execute_child.error")
                 mark_error(span, exc)
                 span.end()
             except Exception:  # noqa: BLE001
@@ -367,6 +376,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         finally:
             _pending.extra = None
         try:
+            if FAULTS:
+                fault("subprocess._execute_child.after")
             d = instance.__dict__
             rc = d.get("returncode")
             if rc is not None:  # already reaped (cannot happen today; be safe)
@@ -387,6 +398,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         command = args[0]
         span = None
         try:
+            if FAULTS:
+                fault("subprocess.os_system")
             text = _str(command)
             name = _first_word(text)
             attributes = tool_attributes(name, tool_type=semconv.TOOL_TYPE_EXTENSION,
@@ -414,6 +427,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             span.end()
             raise
         try:
+            if FAULTS:
+                fault("subprocess.os_system.after")
             code: int | None
             try:
                 code = os.waitstatus_to_exitcode(status)
