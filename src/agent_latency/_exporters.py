@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -90,6 +89,10 @@ def _entry_name(name: str, signal: str) -> str:
 
 def _load(group: str, name: str, variable: str) -> Any:
     """An instance of the entry point ``name`` of ``group``, or None with one warning."""
+    # Imported here: scanning installed packages' metadata is start-up time the local
+    # default (which names no exporter) never needs.
+    from importlib.metadata import entry_points
+
     found = {ep.name: ep for ep in entry_points(group=group)}
     entry = found.get(name)
     if entry is None:

@@ -16,7 +16,8 @@ The hook used here is the one place every such worker passes through on its way 
 exit code to ``os._exit``).  It is wrapped in a forked child (multiprocessing is imported by
 then) so that, after the worker's own code finished, open tasks of the worker are ended and
 the tracer provider is flushed, bounded by the exit bound (``AGENT_LATENCY_EXIT_TIMEOUT``).
-A ``spawn`` worker is a fresh interpreter that exits through ``sys.exit``; its ``atexit`` hooks flush as usual.
+A ``spawn`` worker is a fresh interpreter that exits through ``sys.exit``; its ``atexit``
+hooks flush as usual.
 
 Ctrl-C: CPython exits "killed by SIGINT" (status 130 in a shell) after an uncaught
 ``KeyboardInterrupt`` only while a flag it sets then is still set at the very end, and any
