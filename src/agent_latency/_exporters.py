@@ -62,6 +62,8 @@ def metric_readers(names: list[str],
     exporters (passed through ``guard`` first) are read every
     ``OTEL_METRIC_EXPORT_INTERVAL`` by a periodic reader (``settings``: its validated
     interval and timeout)."""
+    if not names:
+        return []  # without importing the SDK's metrics package: start-up time
     from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 
     readers = []
