@@ -31,6 +31,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._log import logger
+from ._sdk import exporter_endpoint, preferred_aggregation, preferred_temporality
 
 DEFAULT_EXIT_TIMEOUT_S = 2.0
 # The loggers of the exporters that log every failed batch and retry.
@@ -145,7 +146,7 @@ class Destination:
 
 def _destination(signal: str, exporter: object) -> Destination:
     global _filter_installed
-    name = str(getattr(exporter, "_endpoint", None) or getattr(exporter, "path", None)
+    name = str(exporter_endpoint(exporter) or getattr(exporter, "path", None)
                or type(exporter).__name__)
     destination = Destination(signal, name, warns_itself=type(exporter).__module__.startswith(
         "agent_latency."))
@@ -211,8 +212,8 @@ class GuardedMetricExporter(MetricExporter):
 
     def __init__(self, inner: MetricExporter) -> None:
         # The SDK's periodic reader reads these two straight from the exporter.
-        super().__init__(preferred_temporality=getattr(inner, "_preferred_temporality", None),
-                         preferred_aggregation=getattr(inner, "_preferred_aggregation", None))
+        super().__init__(preferred_temporality=preferred_temporality(inner),
+                         preferred_aggregation=preferred_aggregation(inner))
         self.inner = inner
         self.destination = _destination("metrics", inner)
         self.destination.give_up = self.shutdown
