@@ -30,6 +30,7 @@ from typing import Any
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._log import logger
+from ._sdk import exporter_endpoint, preferred_aggregation, preferred_temporality
 
 DEFAULT_EXIT_TIMEOUT_S = 2.0
 # The bound in force (AGENT_LATENCY_EXIT_TIMEOUT, read by instrument()): the exit flush, a
@@ -147,7 +148,7 @@ class Destination:
 
 def _destination(signal: str, exporter: object) -> Destination:
     global _filter_installed
-    name = str(getattr(exporter, "_endpoint", None) or getattr(exporter, "path", None)
+    name = str(exporter_endpoint(exporter) or getattr(exporter, "path", None)
                or type(exporter).__name__)
     destination = Destination(signal, name, warns_itself=type(exporter).__module__.startswith(
         "agent_latency."))
@@ -225,8 +226,8 @@ def _guarded_metric_exporter_class() -> type:
         def __init__(self, inner: MetricExporter) -> None:
             # The SDK's periodic reader reads these two straight from the exporter.
             super().__init__(
-                preferred_temporality=getattr(inner, "_preferred_temporality", None),
-                preferred_aggregation=getattr(inner, "_preferred_aggregation", None))
+                preferred_temporality=preferred_temporality(inner),
+                preferred_aggregation=preferred_aggregation(inner))
             self.inner = inner
             self.destination = _destination("metrics", inner)
             self.destination.give_up = self.shutdown

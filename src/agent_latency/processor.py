@@ -29,6 +29,15 @@ from opentelemetry.trace import SpanKind
 
 from . import _hooks, semconv
 from ._log import FAULTS, fault, internal_error, warn_once
+from ._sdk import attribute_store as _attribute_store
+from ._sdk import attributes_of as _attributes_of
+from ._sdk import end_ns as _end_ns
+from ._sdk import span_id as _span_id
+from ._sdk import span_kind as _span_kind
+from ._sdk import span_name as _span_name
+from ._sdk import span_parent as _span_parent
+from ._sdk import span_times as _span_times
+from ._sdk import start_ns as _start_ns
 from .budget import COMPONENTS, Budget, Interval, UnknownComponentError, component_of, split
 from .budget._spans import budget_attributes, count_span, span_intervals
 
@@ -103,19 +112,6 @@ class _OpenTask:
         self.counts["subtasks"] += 1
 
 
-def _attributes_of(span: Any) -> Mapping[str, Any]:
-    """A span's attributes as a plain mapping, cheaply.
-
-    The SDK's public ``attributes`` wraps them in a new ``MappingProxyType`` on every access
-    and ``BoundedAttributes`` lookups run Python code; the processor runs for every span, so
-    it reads the underlying dict when the SDK has one and falls back to the public API.
-    """
-    try:
-        return span._attributes._dict  # type: ignore[no-any-return]
-    except AttributeError:
-        return span.attributes or {}
-
-
 def _set_on_ended_span(span: Any, attributes: Mapping[str, Any]) -> bool:
     """Add attributes to a span that has already ended; False when this SDK does not allow it.
 
@@ -128,9 +124,7 @@ def _set_on_ended_span(span: Any, attributes: Mapping[str, Any]) -> bool:
     SDK freezing spans before ``_on_ending`` contradicts the spec; once it stops,
     open-telemetry/opentelemetry-python#5613, this can be ``set_attributes``.)
     """
-    target = getattr(getattr(span, "_attributes", None), "_dict", None)
-    if target is None and isinstance(getattr(span, "_attributes", None), dict):
-        target = span._attributes
+    target = _attribute_store(span)
     if not isinstance(target, dict):
         warn_once("ended-span-attributes", "agent-latency: cannot add attributes to an ended "
                   "%s span; request tasks get their metric but no budget attributes",
@@ -226,23 +220,23 @@ class BudgetSpanProcessor(SpanProcessor):
         try:
             if FAULTS:
                 fault("BudgetSpanProcessor.on_start")
-            parent = span._parent  # the SDK's own field: the property costs a call per span
+            parent = _span_parent(span)  # the SDK's own field (_sdk): a property costs more
             owner = self._owner.get(parent.span_id) if parent is not None else None
             attrs = _attributes_of(span)
             if attrs and _TASK_NAME in attrs:
-                self._open(_OpenTask(span._context.span_id, str(attrs[_TASK_NAME]),
-                                     span._start_time or 0, owner,
+                self._open(_OpenTask(_span_id(span), str(attrs[_TASK_NAME]),
+                                     _start_ns(span) or 0, owner,
                                      whole_process=_PROCESS in attrs or _RUN in attrs))
                 return
             if owner is None:
                 # A request served with no task around it: a task if agent work happens.
-                if span._kind is _SERVER and (parent is None or parent.is_remote):
-                    self._open(_OpenTask(span._context.span_id, span._name,
-                                         span._start_time or 0, None, request=True))
+                if _span_kind(span) is _SERVER and (parent is None or parent.is_remote):
+                    self._open(_OpenTask(_span_id(span), _span_name(span),
+                                         _start_ns(span) or 0, None, request=True))
                 return
             if owner.closed:
                 return
-            sid = span._context.span_id
+            sid = _span_id(span)
             owner_map = self._owner
             owner_map[sid] = owner
             owner.open_spans += 1
@@ -267,7 +261,7 @@ class BudgetSpanProcessor(SpanProcessor):
         try:
             if FAULTS:
                 fault("BudgetSpanProcessor._on_ending")
-            task = self._tasks.get(span._context.span_id)
+            task = self._tasks.get(_span_id(span))
             if task is not None and task.request:
                 self._finish_request(task, span)
         except Exception:  # noqa: BLE001
@@ -279,7 +273,7 @@ class BudgetSpanProcessor(SpanProcessor):
         try:
             if FAULTS:
                 fault("BudgetSpanProcessor.on_end")
-            sid = span._context.span_id
+            sid = _span_id(span)
             task = self._owner.pop(sid, None)
             if task is None:
                 return
@@ -293,18 +287,18 @@ class BudgetSpanProcessor(SpanProcessor):
             attrs = _attributes_of(span)
             if not attrs:
                 return
-            if (attrs.get(_COMPONENT) == _TOOL_EXECUTION
-                    and span._end_time >= span._start_time):
+            start, end = _span_times(span)
+            if attrs.get(_COMPONENT) == _TOOL_EXECUTION and end >= start:
                 # The common case, kept to a tuple append and a counter.
                 # ``call`` is the outermost tool's span id: nested tools share their parent's.
-                task.intervals.append((span._start_time, max(span._end_time, span._start_time),
+                task.intervals.append((start, max(end, start),
                                        "tool", top, 0, attrs.get(_TOOL_NAME, "")))
                 if top == sid:
                     task.counts["tool_calls"] += 1
                     # Tool names are code-chosen (function, executable, MCP tool): bounded.
                     name = attrs.get(_TOOL_NAME)
                     self._tool_duration.record(
-                        (span._end_time - span._start_time) / 1e9,
+                        (end - start) / 1e9,
                         {_TOOL_NAME: name} if name else None)
                 if len(task.intervals) > _MAX_INTERVALS_PER_TASK:
                     task.intervals = _merge_per_component(task.intervals)
@@ -362,7 +356,7 @@ class BudgetSpanProcessor(SpanProcessor):
         """Budget a request task candidate that saw agent work, on its ending span; once."""
         if task.budget is not None or not task.did_agent_work:
             return
-        budget = split(task.intervals, task.start_ns, span._end_time or task.start_ns,
+        budget = split(task.intervals, task.start_ns, _end_ns(span) or task.start_ns,
                        dict(task.counts))
         task.budget = budget
         _set_on_ended_span(span, {**budget_attributes(budget), _TASK_NAME: span.name})
