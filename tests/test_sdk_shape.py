@@ -31,6 +31,7 @@ SDK_PRIVATE_NAMES = frozenset({
     *_sdk.SPAN_FIELDS.values(), "_attributes", "_dict", "_events", "_links", "_status",
     "_resource", "_instrumentation_scope", "_endpoint", "_preferred_temporality",
     "_preferred_aggregation", "_active_span_processor", "_span_processors",
+    "_batch_processor", "_worker_thread",
     "_SUPPRESS_INSTRUMENTATION_KEY", "_SUPPRESS_HTTP_INSTRUMENTATION_KEY",
 })
 # Objects of our own classes whose private fields share a name with the SDK's.

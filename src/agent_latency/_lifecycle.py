@@ -146,19 +146,15 @@ def _wrap_bootstrap() -> None:
     base._bootstrap = _bootstrap
 
 
-def _batch_processors(provider: object) -> list[Any]:
-    multi = getattr(provider, "_active_span_processor", None)
-    return [bp for p in getattr(multi, "_span_processors", ())
-            if (bp := getattr(p, "_batch_processor", None)) is not None]
-
-
 def _wait_for_shutdown_exports(provider: object, deadline: float) -> None:
     """A signal during the provider's own shutdown (at exit) finds ``force_flush`` a no-op
     while the shutdown's last export is still running on the batch worker: wait for it
     (SDK internals, looked up defensively) until the deadline."""
-    for batch in _batch_processors(provider):
-        worker = getattr(batch, "_worker_thread", None)
-        if (getattr(batch, "_shutdown", False) and worker is not None and worker.is_alive()
+    from ._sdk import batch_processors, batch_worker
+
+    for batch in batch_processors(provider):
+        worker = batch_worker(batch)
+        if (worker is not None and worker.is_alive()
                 and worker is not threading.current_thread()):
             worker.join(max(deadline - time.monotonic(), 0.0))
 
@@ -169,8 +165,10 @@ def _drop_parents_queued_spans() -> None:
     now and then under ``Pool`` (a parent span exported twice), so it is made sure here."""
     from opentelemetry import trace
 
-    for batch in _batch_processors(trace.get_tracer_provider()):
-        queue = getattr(batch, "_queue", None)
+    from ._sdk import batch_processors, batch_queue
+
+    for batch in batch_processors(trace.get_tracer_provider()):
+        queue = batch_queue(batch)
         if queue is not None:
             queue.clear()
 

@@ -33,6 +33,9 @@ __all__ = [
     "SPAN_FIELDS",
     "attribute_store",
     "attributes_of",
+    "batch_processors",
+    "batch_queue",
+    "batch_worker",
     "bounded_dict",
     "end_ns",
     "exporter_endpoint",
@@ -177,3 +180,23 @@ def preferred_temporality(exporter: object) -> Any:
 def preferred_aggregation(exporter: object) -> Any:
     """A metric exporter's preferred aggregation, as the SDK's periodic reader reads it."""
     return getattr(exporter, "_preferred_aggregation", None)
+
+
+def batch_processors(provider: object) -> list[Any]:
+    """The SDK batch processors behind a provider's ``BatchSpanProcessor``s (their private
+    ``_batch_processor``), for the fork and signal paths; none when the shape differs."""
+    multi = getattr(provider, "_active_span_processor", None)
+    return [bp for p in getattr(multi, "_span_processors", ())
+            if (bp := getattr(p, "_batch_processor", None)) is not None]
+
+
+def batch_worker(batch: object) -> Any:
+    """A batch processor's worker thread while it is shutting down, else None."""
+    if not getattr(batch, "_shutdown", False):
+        return None
+    return getattr(batch, "_worker_thread", None)
+
+
+def batch_queue(batch: object) -> Any:
+    """A batch processor's queue of ended spans (a deque), or None."""
+    return getattr(batch, "_queue", None)
