@@ -8,6 +8,7 @@ pass that only scans lines for ``"traceId"`` (a regular expression, no JSON pars
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -35,6 +36,8 @@ class StoredSpan:
     end_ns: int
     attributes: dict[str, Any] = field(default_factory=dict)
     status: str = "UNSET"
+    #: The resource's ``service.name`` (a Jaeger process's service); "" when not stored.
+    service: str = ""
 
 
 @dataclass(slots=True)
@@ -215,8 +218,15 @@ def _not_json(line: bytes) -> bool:
 
 
 def _spans_of(doc: Any, keep: AttributeFilter | None) -> Iterator[StoredSpan]:
-    for rs in doc["resourceSpans"]:
-        for ss in rs.get("scopeSpans", ()):
+    # ``batches`` and ``instrumentationLibrarySpans``: Tempo's and older OTLP/JSON names.
+    resource_spans = doc["resourceSpans"] if "resourceSpans" in doc else doc["batches"]
+    for rs in resource_spans:
+        service = ""
+        for kv in (rs.get("resource") or {}).get("attributes", ()):
+            if kv.get("key") == "service.name":
+                service = str(_value(kv.get("value", {})) or "")
+        scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ()
+        for ss in scopes:
             for span in ss.get("spans", ()):
                 attributes = {}
                 for kv in span.get("attributes", ()):
@@ -224,15 +234,28 @@ def _spans_of(doc: Any, keep: AttributeFilter | None) -> Iterator[StoredSpan]:
                     if keep is None or keep(kv["key"], value):
                         attributes[kv["key"]] = value
                 yield StoredSpan(
-                    trace_id=span["traceId"],
-                    span_id=span["spanId"],
-                    parent_id=span.get("parentSpanId", "") or "",
+                    trace_id=hex_id(span["traceId"], 16),
+                    span_id=hex_id(span["spanId"], 8),
+                    parent_id=hex_id(span.get("parentSpanId", "") or "", 8),
                     name=span.get("name", ""),
                     start_ns=int(span["startTimeUnixNano"]),
                     end_ns=int(span["endTimeUnixNano"]),
                     attributes=attributes,
                     status=_status(span.get("status", {})),
+                    service=service,
                 )
+
+
+def hex_id(text: str, size: int) -> str:
+    """A trace (16 bytes) or span (8 bytes) id as lower-case hex.  OTLP/JSON writes hex;
+    protobuf's JSON mapping, which Tempo's API follows, writes bytes as base64."""
+    if len(text) == 2 * size or not text:
+        return text  # hex already (the fast path: the local file's ids)
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        return text
+    return raw.hex() if len(raw) == size else text
 
 
 def _value(value: dict[str, Any]) -> Any:
