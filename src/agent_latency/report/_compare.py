@@ -12,8 +12,9 @@ medians of A and B, their difference, and a 95 % confidence interval of the shif
   Its coverage is at least 95 % (the exact level is reported): no resampling, no seed, the
   same answer every time.
 * **Significant** when the interval excludes 0 *and* the estimate is at least
-  ``min_effect`` (2 % by default) of A's median: a shift of a fraction of a percent is
-  timer noise on a busy machine, even when every run of B happened to be a hair slower.
+  ``min_effect`` (2 % by default) of A's median and at least ``MIN_EFFECT_S`` (1 ms): a
+  shift of a fraction of a percent, or of microseconds, is timer noise on a busy machine,
+  even when every run of B happened to be a hair slower.
 
 With fewer than ``MIN_RUNS`` runs on a side the interval is wide or, below 4 runs each,
 does not exist at 95 %; the task carries a warning saying so, and is never significant.
@@ -35,6 +36,7 @@ METHOD = "hodges-lehmann shift, exact mann-whitney interval"
 CONFIDENCE = 0.95
 MIN_RUNS = 5
 DEFAULT_MIN_EFFECT = 0.02
+MIN_EFFECT_S = 0.001
 
 #: The metrics compared, in report order: wall time, then each component's share.
 METRICS = ("wall", *COMPONENTS)
@@ -159,7 +161,7 @@ def shift(a: Sequence[float], b: Sequence[float], *, min_effect: float = DEFAULT
         low, high = differences[k - 1], differences[len(differences) - k]
     median_a = statistics.median(a)
     excludes_zero = low > 0 or high < 0
-    large_enough = abs(estimate) >= min_effect * abs(median_a)
+    large_enough = abs(estimate) >= max(min_effect * abs(median_a), MIN_EFFECT_S)
     return Shift(median_a, statistics.median(b), estimate, low, high, confidence,
                  significant=enough and excludes_zero and large_enough)
 
@@ -227,7 +229,7 @@ def render_comparison(comparison: Comparison, out: Any) -> None:
     """The comparison as plain text, one table per task."""
     print(f"B − A per task: medians, Hodges-Lehmann shift and its {CONFIDENCE:.0%} "
           f"Mann-Whitney interval (significant: interval excludes 0 and |shift| ≥ "
-          f"{comparison.min_effect:.0%} of A)", file=out)
+          f"{comparison.min_effect:.0%} of A's median and ≥ 1 ms)", file=out)
     for task in comparison.tasks:
         print(f"\ntask {task.name}: {task.runs_a} runs in A, {task.runs_b} in B", file=out)
         if task.warning:
