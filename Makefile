@@ -14,9 +14,10 @@ PYTEST_ARGS ?=
 LEGACY_PINS ?= "openai>=1.40,<2" "anthropic>=0.40,<0.50" "mcp>=1.9,<2"
 # Debian packages: iptables and libnetfilter-queue for the simulator's kernel-delay mode;
 # Prometheus and Alertmanager for the production-stack tests (tests/production); iproute2 for
-# network namespaces, for servers that must not be reachable from outside (Phoenix).
+# network namespaces, for servers that must not be reachable from outside (Phoenix); chromium
+# for the --html page's test (Playwright drives it; it never downloads a browser of its own).
 SYSTEM_PACKAGES ?= iptables libnetfilter-queue-dev build-essential iproute2 prometheus \
-	prometheus-alertmanager
+	prometheus-alertmanager chromium
 
 # netfilterqueue builds against libnetfilter-queue-dev; without it the kernel-delay tests skip.
 define kernel_delay_deps

@@ -67,10 +67,15 @@ def load_tasks(path: str | Path, task: str | None = None, *,
     Streams: a trace's spans are held only until its last line is read and its tasks are
     computed, with only the attributes budgets need.
     """
-    paths = trace_files(path) if rotated else [Path(path)]
+    from ._sources import check_traces, iter_source
+
     problems: list[str] = []
     tasks: list[StoredTask] = []
-    for spans in iter_traces(paths, problems, keep=_needed_by_budgets):
+    # A named source may be a directory, a protobuf file or a backend URL (_sources.py).
+    traces = (check_traces(iter_traces(trace_files(path), problems, keep=_needed_by_budgets),
+                           problems) if rotated
+              else iter_source(path, problems, keep=_needed_by_budgets))
+    for spans in traces:
         found, more = find_tasks(spans)
         tasks.extend(found if task is None else (t for t in found if t.name == task))
         problems.extend(more)
@@ -82,10 +87,13 @@ def main(argv: list[str]) -> int:
     """``agent-latency report``."""
     parser = argparse.ArgumentParser(prog="agent-latency report", description=__doc__)
     parser.add_argument("file", nargs="?",
-                        help=f"OTLP/JSON trace file (default {DEFAULT_FILE} and its rotated "
-                             "files)")
+                        help=f"trace file, directory or backend URL (default {DEFAULT_FILE} "
+                             "and its rotated files; see docs/report.md)")
     parser.add_argument("--task", help="only tasks with this name")
     parser.add_argument("--json", action="store_true", help="print budgets as JSON lines")
+    parser.add_argument("--html", metavar="FILE",
+                        help="also write a self-contained HTML page (waterfalls, components, "
+                             "percentiles, what-if)")
     args = parser.parse_args(argv)
     try:
         tasks, problems = load_tasks(args.file or DEFAULT_FILE, args.task,
@@ -99,6 +107,10 @@ def main(argv: list[str]) -> int:
         print(f"agent-latency report: no tasks in {args.file or DEFAULT_FILE}"
               + (f" named {args.task!r}" if args.task else ""), file=sys.stderr)
         return 1
+    if args.html:
+        from ._html import write_report_page
+
+        write_report_page(args.html, tasks, args.file or DEFAULT_FILE, problems)
     for task in tasks:
         assert task.budget is not None
         if args.json:

@@ -62,7 +62,7 @@ def iter_source(source: str | Path, problems: list[str], *,
                 keep: AttributeFilter | None = None) -> Iterator[list[StoredSpan]]:
     """Each trace's spans from ``source`` (see the module doc), checked for clock skew and
     orphaned work; problems are appended to ``problems``."""
-    return _checked(_raw_traces(str(source), problems, keep), problems)
+    return check_traces(_raw_traces(str(source), problems, keep), problems)
 
 
 def load_source(source: str | Path, task: str | None = None, *,
@@ -448,8 +448,10 @@ def _iso_ns(text: str) -> int:
 # ---- checks on every trace -------------------------------------------------------------
 
 
-def _checked(traces: Iterable[list[StoredSpan]],
-             problems: list[str]) -> Iterator[list[StoredSpan]]:
+def check_traces(traces: Iterable[list[StoredSpan]],
+                 problems: list[str]) -> Iterator[list[StoredSpan]]:
+    """Each trace, its clock skew corrected and its orphaned LLM calls and tools stated
+    (appended to ``problems``)."""
     for spans in traces:
         if len({s.service for s in spans}) > 1:
             _adjust_clock_skew(spans, problems)
