@@ -146,8 +146,10 @@ class _Reader:
             whole = self._whole_document(first_two[0][1])
             if whole is not None:
                 yield whole
-                # Any further file goes on line by line.
-                lines = (item for item in lines if item[1] != first_two[0][1])
+                # Any further file goes on line by line (the generator reads ``whole_path``
+                # later: not ``first_two``, emptied below).
+                whole_path = first_two[0][1]
+                lines = (item for item in lines if item[1] != whole_path)
                 first_two = []
         for index, path, number, line in _chain(first_two, lines):
             if not line.strip():
