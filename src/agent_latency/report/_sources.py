@@ -41,6 +41,8 @@ from typing import Any
 
 from .. import semconv
 from ._read import AttributeFilter, StoredSpan, TraceFileError, _spans_of, iter_traces
+
+__all__ = ["TraceFileError", "is_backend", "iter_source", "load_source", "check_traces"]
 from ._tasks import StoredTask, find_tasks
 
 BACKEND_SCHEMES = ("jaeger", "tempo", "phoenix")
