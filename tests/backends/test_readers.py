@@ -248,8 +248,8 @@ class TestPhoenix:
             "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
             "PYTHONPATH": os.pathsep.join(sys.path),
         })
-        result = in_namespace(phoenix, sys.executable, str(SIM_RUNS), "400", "5", cwd=tmp_path,
-                              env=env, capture_output=True, text=True, timeout=180)
+        result = in_namespace(phoenix, sys.executable, str(SIM_RUNS), "400", "5", "tools",
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
         assert result.returncode == 0, result.stderr[-3000:]
         local, problems = load_source(tmp_path / ".agent-latency" / "traces.jsonl")
         assert problems == [] and len(local) == 5

@@ -16,7 +16,7 @@ from ``budget`` and this module reads ``semconv``'s LLM attribute names (through
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from .. import semconv
@@ -83,10 +83,8 @@ class TaskNode:
             raise
         if kind is None:
             return None
-        counts = dict(self.counts)
-        count_span(counts, kind, attributes, nested_tool=nested_tool)  # may raise: no change
+        count_span(self.counts, kind, attributes, nested_tool=nested_tool)  # all or nothing
         self.add(intervals)
-        self.counts = counts
         return kind
 
     def absorb(self, child: TaskNode) -> None:
@@ -124,8 +122,8 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
     tasks around it, as in the live processor.  Implicit process tasks with no LLM call or
     tool of their own are left out (the program's own tasks win).  ``keep_intervals=False``
     drops each task's intervals once its budget is computed (a report of many tasks needs
-    only the budgets).  ``on_span(task, span, kind)`` is called for each counted span (the
-    report's per-call views).
+    only the budgets).  ``on_span(task, span, kind, nested_tool)`` is called for each counted
+    span with its nearest task (the report's per-call views).
     """
     by_id = {(s.trace_id, s.span_id): s for s in spans}
     tasks: dict[tuple[str, str], TaskNode] = {}
@@ -137,38 +135,33 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
     if not tasks:
         return [], problems
 
-    def ancestors(span: SpanRecord) -> Iterator[SpanRecord]:
-        parent = by_id.get((span.trace_id, span.parent_id))
+    for span in spans:
+        attributes = span.attributes
+        if not attributes:  # most spans: neither a task nor counted (phase children, HTTP)
+            continue
+        trace_id = span.trace_id
+        key = (trace_id, span.span_id)
+        # The nearest task around the span, and the outermost tool span of that task
+        # enclosing it (the span itself when none).
+        owner = None
+        top = span
+        parent = by_id.get((trace_id, span.parent_id))
         for _ in range(_MAX_DEPTH):
             if parent is None:
-                return
-            yield parent
-            parent = by_id.get((parent.trace_id, parent.parent_id))
-
-    def owner_and_tool(span: SpanRecord) -> tuple[TaskNode | None, SpanRecord]:
-        """The nearest task around ``span`` and the outermost tool span of that task
-        enclosing it (``span`` itself when none)."""
-        top = span
-        for parent in ancestors(span):
-            task = tasks.get((parent.trace_id, parent.span_id))
-            if task is not None:
-                return task, top
+                break
+            owner = tasks.get((parent.trace_id, parent.span_id))
+            if owner is not None:
+                break
             if parent.attributes.get(COMPONENT) == TOOL_EXECUTION:
                 top = parent
-        return None, top
-
-    for span in spans:
-        key = (span.trace_id, span.span_id)
+            parent = by_id.get((parent.trace_id, parent.parent_id))
         if key in tasks:
-            tasks[key].parent = owner_and_tool(span)[0]
+            tasks[key].parent = owner
             continue
-        if not span.attributes:
-            continue
-        owner, top = owner_and_tool(span)
         if owner is None:
             continue
         try:
-            kind = owner.add_span(span.attributes, span.start_ns, span.end_ns,
+            kind = owner.add_span(attributes, span.start_ns, span.end_ns,
                                   _number(top.span_id), nested_tool=top is not span)
         except UnknownComponentError as exc:
             problems.append(f"span {span.name!r}: {exc}; counted as other")
@@ -179,7 +172,7 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
             owner.add([Interval(span.start_ns, max(span.end_ns, span.start_ns), "other")])
             kind = "other"
         if kind is not None and on_span is not None:
-            on_span(owner, span, kind)
+            on_span(owner, span, kind, top is not span)
     ordered = sorted(tasks.values(), key=lambda t: t.start_ns)
     idle = {id(t) for t in ordered
             if t.span.attributes.get(PROCESS_TASK) and not t.did_agent_work}

@@ -11,13 +11,17 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-AttributeFilter = Callable[[str, Any], bool]
-"""Which attributes to keep on a read span: ``(key, value) -> keep?``."""
+AttributeFilter = Callable[[str, Any], bool] | Collection[str]
+"""Which attributes to keep on a read span: ``(key, value) -> keep?``, or the set of keys to
+keep (faster: the values of the others are never decoded)."""
+
+ByteCounter = Callable[[int], None]
+"""Called with the size of each line read (both passes): a progress display's feed."""
 
 
 class TraceFileError(ValueError):
@@ -36,7 +40,7 @@ class StoredSpan:
     end_ns: int
     attributes: dict[str, Any] = field(default_factory=dict)
     status: str = "UNSET"
-    #: The resource's ``service.name`` (a Jaeger process's service); "" when not stored.
+    #: The ``service.name`` of the span's resource, or a Jaeger process's ("" when none).
     service: str = ""
 
 
@@ -58,15 +62,17 @@ def read_spans(path: str | Path) -> ReadResult:
 
 
 def iter_traces(paths: Iterable[str | Path], problems: list[str], *,
-                keep: AttributeFilter | None = None) -> Iterator[list[StoredSpan]]:
+                keep: AttributeFilter | None = None,
+                on_bytes: ByteCounter | None = None) -> Iterator[list[StoredSpan]]:
     """The spans of each trace in ``paths`` (read in order, as one stream), a trace at a
     time, as soon as the last line holding its spans has been read.
 
     Memory: the spans of the traces not yet complete, with only the attributes ``keep``
-    accepts.  Problems (malformed lines, …) are appended to ``problems``.  Raises
-    ``TraceFileError`` when a file is missing or holds nothing readable at all.
+    accepts.  Problems (malformed lines, …) are appended to ``problems`` as they are met
+    (a caller may stop at the first).  ``on_bytes`` sees each line's size, on both passes.
+    Raises ``TraceFileError`` when a file is missing or holds nothing readable at all.
     """
-    reader = _Reader([Path(p) for p in paths], keep)
+    reader = _Reader([Path(p) for p in paths], keep, problems, on_bytes)
     last_line = reader.last_line_of_each_trace()
     pending: dict[str, list[StoredSpan]] = {}
     for index, _, batch in reader.documents():
@@ -82,7 +88,6 @@ def iter_traces(paths: Iterable[str | Path], problems: list[str], *,
             # Not found by the scan (an escaped id, a line appended since): kept to the end.
             if last is not None and last <= index:
                 yield pending.pop(trace_id)
-    problems.extend(reader.problems)
     reader.check_found_any()
     yield from pending.values()
 
@@ -94,13 +99,16 @@ _TRACE_ID = re.compile(rb'"traceId"\s*:\s*"([^"\\]*)"')
 class _Reader:
     """Lines of several files as one stream, numbered across files, parsed one at a time."""
 
-    __slots__ = ("_paths", "_keep", "problems", "_documents_read")
+    __slots__ = ("_paths", "_keep", "problems", "_documents_read", "_on_bytes")
 
-    def __init__(self, paths: list[Path], keep: AttributeFilter | None) -> None:
+    def __init__(self, paths: list[Path], keep: AttributeFilter | None,
+                 problems: list[str] | None = None,
+                 on_bytes: ByteCounter | None = None) -> None:
         self._paths = paths
         self._keep = keep
-        self.problems: list[str] = []
+        self.problems: list[str] = [] if problems is None else problems
         self._documents_read = 0
+        self._on_bytes = on_bytes
 
     def _open(self, path: Path) -> Any:
         try:
@@ -114,10 +122,13 @@ class _Reader:
     def _lines(self) -> Iterator[tuple[int, Path, int, bytes]]:
         """``(index across files, file, line number in it, raw line)``."""
         index = 0
+        on_bytes = self._on_bytes
         for path in self._paths:
             with self._open(path) as lines:
                 try:
                     for number, line in enumerate(lines, 1):
+                        if on_bytes is not None:
+                            on_bytes(len(line))
                         yield index, path, number, line
                         index += 1
                 except OSError as exc:
@@ -220,32 +231,45 @@ def _not_json(line: bytes) -> bool:
 
 
 def _spans_of(doc: Any, keep: AttributeFilter | None) -> Iterator[StoredSpan]:
+    keys = None if keep is None or callable(keep) else keep
+    test = keep if callable(keep) else None
+    value_of = _value
     # ``batches`` and ``instrumentationLibrarySpans``: Tempo's and older OTLP/JSON names.
-    resource_spans = doc["resourceSpans"] if "resourceSpans" in doc else doc["batches"]
-    for rs in resource_spans:
-        service = ""
-        for kv in (rs.get("resource") or {}).get("attributes", ()):
-            if kv.get("key") == "service.name":
-                service = str(_value(kv.get("value", {})) or "")
-        scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ()
-        for ss in scopes:
+    for rs in doc["resourceSpans"] if "resourceSpans" in doc else doc["batches"]:
+        service = _service(rs.get("resource"))
+        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
             for span in ss.get("spans", ()):
-                attributes = {}
-                for kv in span.get("attributes", ()):
-                    value = _value(kv.get("value", {}))
-                    if keep is None or keep(kv["key"], value):
-                        attributes[kv["key"]] = value
+                if keys is not None:
+                    # The common case for the report: only named keys, others not decoded.
+                    attributes = {key: value_of(kv.get("value", {}))
+                                  for kv in span.get("attributes", ())
+                                  if (key := kv["key"]) in keys}
+                else:
+                    attributes = {}
+                    for kv in span.get("attributes", ()):
+                        value = value_of(kv.get("value", {}))
+                        if test is None or test(kv["key"], value):
+                            attributes[kv["key"]] = value
+                status = span.get("status")
                 yield StoredSpan(
-                    trace_id=hex_id(span["traceId"], 16),
-                    span_id=hex_id(span["spanId"], 8),
-                    parent_id=hex_id(span.get("parentSpanId", "") or "", 8),
-                    name=span.get("name", ""),
-                    start_ns=int(span["startTimeUnixNano"]),
-                    end_ns=int(span["endTimeUnixNano"]),
-                    attributes=attributes,
-                    status=_status(span.get("status", {})),
-                    service=service,
-                )
+                    # Hex as OTLP/JSON writes it; base64 (protobuf's JSON mapping, Tempo's
+                    # API) converted.
+                    trace_id if len(trace_id := span["traceId"]) == 32 else hex_id(trace_id, 16),
+                    span_id if len(span_id := span["spanId"]) == 16 else hex_id(span_id, 8),
+                    parent if len(parent := span.get("parentSpanId", "") or "") in (0, 16)
+                    else hex_id(parent, 8),
+                    span.get("name", ""), int(span["startTimeUnixNano"]),
+                    int(span["endTimeUnixNano"]), attributes,
+                    _status(status) if status else "UNSET", service)
+
+
+def _service(resource: Any) -> str:
+    if not resource:
+        return ""
+    for kv in resource.get("attributes", ()):
+        if kv.get("key") == "service.name":
+            return str(_value(kv.get("value", {})) or "")
+    return ""
 
 
 def hex_id(text: str, size: int) -> str:

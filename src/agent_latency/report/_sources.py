@@ -54,25 +54,57 @@ DEFAULT_TRACE_LIMIT = 1000
 TIMEOUT_S = 30.0
 
 
-def is_backend(source: str) -> bool:
+def _keeper(keep: Any) -> AttributeFilter | None:
+    """``keep`` (None, a filter, or a collection of keys) as a filter."""
+    if keep is None or callable(keep):
+        return keep
+    keys = keep
+    return lambda key, _value: key in keys
+
+
+def is_backend(source: str | Path) -> bool:
     """Whether ``source`` names a trace backend (a URL with one of our schemes)."""
+    source = str(source)
     scheme = source.split("://", 1)[0] if "://" in source else ""
     return scheme.split("+", 1)[0] in BACKEND_SCHEMES and "+" in scheme
 
 
 def iter_source(source: str | Path, problems: list[str], *,
-                keep: AttributeFilter | None = None) -> Iterator[list[StoredSpan]]:
+                keep: Any = None) -> Iterator[list[StoredSpan]]:
     """Each trace's spans from ``source`` (see the module doc), checked for clock skew and
-    orphaned work; problems are appended to ``problems``."""
+    orphaned work; problems are appended to ``problems``.  ``keep``: which attributes to
+    keep (a filter or a collection of keys; None keeps all)."""
     return check_traces(_raw_traces(str(source), problems, keep), problems)
 
 
+def iter_sources(sources: Iterable[str | Path], problems: list[str], *, keep: Any = None,
+                 on_bytes: Any = None) -> Iterator[list[StoredSpan]]:
+    """``iter_source`` over several sources in order; consecutive OTLP/JSON files are read
+    as one stream (a trace cut by a rotation is whole again), ``on_bytes`` sees their
+    lines' sizes."""
+    def raw() -> Iterator[list[StoredSpan]]:
+        json_run: list[Path] = []
+        for source in [*sources, None]:
+            plain = source is not None and not is_backend(source) and not str(
+                source).startswith(tuple(f + ":" for f in FILE_FORMATS))
+            if plain and not Path(source).is_dir() and _sniff(Path(source)) == "otlp-json":
+                json_run.append(Path(source))
+                continue
+            if json_run:
+                yield from iter_traces(json_run, problems, keep=keep, on_bytes=on_bytes)
+                json_run = []
+            if source is not None:
+                yield from _raw_traces(str(source), problems, keep)
+
+    return check_traces(raw(), problems)
+
+
 def load_source(source: str | Path, task: str | None = None, *,
-                keep: AttributeFilter | None = None) -> tuple[list[StoredTask], list[str]]:
+                keep: Any = None) -> tuple[list[StoredTask], list[str]]:
     """The tasks in ``source`` (optionally only those named ``task``) in start order, and
     the problems met."""
     if keep is None:
-        from . import _needed_by_budgets as keep
+        from . import BUDGET_KEYS as keep
     problems: list[str] = []
     tasks: list[StoredTask] = []
     for spans in iter_source(source, problems, keep=keep):
@@ -83,8 +115,7 @@ def load_source(source: str | Path, task: str | None = None, *,
     return tasks, problems
 
 
-def _raw_traces(source: str, problems: list[str],
-                keep: AttributeFilter | None) -> Iterator[list[StoredSpan]]:
+def _raw_traces(source: str, problems: list[str], keep: Any) -> Iterator[list[StoredSpan]]:
     if is_backend(source):
         scheme, _, rest = source.partition("://")
         backend, _, transport = scheme.partition("+")
@@ -92,7 +123,7 @@ def _raw_traces(source: str, problems: list[str],
             raise TraceFileError(f"{source}: use {backend}+http:// or {backend}+https://")
         url = f"{transport}://{rest}"
         reader = {"jaeger": _jaeger, "tempo": _tempo, "phoenix": _phoenix}[backend]
-        return reader(url, problems, keep)
+        return reader(url, problems, keep if backend == "tempo" else _keeper(keep))
     forced = None
     for name in FILE_FORMATS:
         if source.startswith(name + ":"):
@@ -111,9 +142,10 @@ def _files(paths: list[Path], forced: str | None, problems: list[str],
     for path in paths:
         kind = forced or _sniff(path)
         if kind == "otlp-proto":
-            yield from _group(_proto_spans(_read_whole(path), keep, str(path), problems))
+            yield from _group(_proto_spans(_read_whole(path), _keeper(keep), str(path),
+                                           problems))
         elif kind == "collector-proto":
-            yield from _framed_traces(path, problems, keep)
+            yield from _framed_traces(path, problems, _keeper(keep))
 
 
 def _sniff(path: Path) -> str:
