@@ -87,7 +87,14 @@ def _console(out: IO[str]) -> Any:
         from rich.console import Console
     except ImportError:
         return None
-    return Console(file=out, highlight=False)
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich exits with status 1 on its own; the command ends closed pipes as the
+            # shell expects (cli.closed_pipe), so hand the error up.
+            raise BrokenPipeError
+
+    return _Console(file=out, highlight=False)
 
 
 def _s(value: float | None) -> str:
