@@ -9,7 +9,6 @@ import sys
 
 from ._compare import DEFAULT_MIN_EFFECT, compare_tasks, render_comparison
 from ._read import TraceFileError
-from ._sources import load_source
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,8 +35,13 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     sides = []
     for source in (args.a, args.b):
+        from . import DEFAULT_FILE, load_tasks
+        from ._cli import source_paths
+
         try:
-            tasks, problems = load_source(source, args.task)
+            # As `report` reads a SOURCE: a directory's trace files, rotated ones included.
+            paths, _ = source_paths([source], DEFAULT_FILE)
+            tasks, problems = load_tasks(paths, args.task)
         except TraceFileError as exc:
             print(f"agent-latency compare: {exc}", file=sys.stderr)
             return 2
