@@ -104,11 +104,13 @@ def render_compare_page(comparison: Comparison, tasks_a: Sequence[StoredTask],
         rows.append({"name": task.name, "runs_a": task.runs_a, "runs_b": task.runs_b,
                      "warning": task.warning, "metrics": metrics,
                      "waterfalls": median_runs})
+    longest = max((t.budget.wall for t in [*tasks_a, *tasks_b] if t.budget is not None),
+                  default=0.0)
     return _environment().get_template("compare.html.j2").render(
         title=f"agent-latency compare: {source_a} vs {source_b}", source_a=source_a,
         source_b=source_b, comparisons=rows, warnings=comparison.warnings,
         min_effect=comparison.min_effect, components=_legend(),
-        bars_a=_stacked_bars(tasks_a), bars_b=_stacked_bars(tasks_b),
+        bars_a=_stacked_bars(tasks_a, longest), bars_b=_stacked_bars(tasks_b, longest),
         percentiles_a=_percentiles(tasks_a), percentiles_b=_percentiles(tasks_b))
 
 
@@ -193,7 +195,9 @@ def _waterfall(task: StoredTask, nested: Sequence[StoredTask] = ()) -> dict[str,
         t = start + span * k // 5
         seconds = (t - start) / 1e9
         ticks.append({"x": x(t), "label": f"{seconds * 1000:.0f} ms" if span < 2e9
-                      else f"{seconds:.2f} s"})
+                      else f"{seconds:.2f} s",
+                      # The last label ends at its tick, inside the picture.
+                      "anchor": "end" if k == 5 else "middle"})
     budget = task.budget
     return {
         "name": task.name, "trace_id": task.span.trace_id, "wall": budget.wall,
@@ -214,10 +218,11 @@ def _nested(tasks: Sequence[StoredTask]) -> dict[int, list[StoredTask]]:
     return out
 
 
-def _stacked_bars(tasks: Sequence[StoredTask]) -> dict[str, Any]:
-    """One horizontal bar per task, its components stacked, scaled to the longest task."""
+def _stacked_bars(tasks: Sequence[StoredTask], longest: float | None = None) -> dict[str, Any]:
+    """One horizontal bar per task, its components stacked, scaled to the longest task (or
+    to ``longest`` seconds: both sides of a comparison on one scale)."""
     tasks = [t for t in tasks if t.budget is not None][:MAX_WATERFALLS]
-    longest = max((t.budget.wall for t in tasks), default=0.0) or 1.0
+    longest = longest or max((t.budget.wall for t in tasks), default=0.0) or 1.0
     plot = WIDTH - LABEL_WIDTH - 70
     rows = []
     for index, task in enumerate(tasks):
