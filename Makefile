@@ -19,7 +19,7 @@ LEGACY_PINS ?= "openai>=1.40,<2" "anthropic>=0.40,<0.50" "mcp>=1.9,<2"
 # Debian packages: iptables and libnetfilter-queue for the simulator's kernel-delay mode;
 # Prometheus and Alertmanager for the production-stack tests (tests/production); iproute2 for
 # network namespaces, for servers that must not be reachable from outside (Phoenix); Chromium
-# to open the built documentation site headless (tests/docs).
+# for the --html page's test and the documentation site's (driven headless; never downloaded).
 SYSTEM_PACKAGES ?= iptables libnetfilter-queue-dev build-essential iproute2 prometheus \
 	prometheus-alertmanager chromium
 

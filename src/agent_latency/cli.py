@@ -7,6 +7,8 @@ only dispatches; ``python -m agent_latency`` is the same program.
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 import sys
 
 # subcommand -> (module, one-line help).  The module has ``main(argv: list[str]) -> int``.
@@ -16,6 +18,8 @@ COMMANDS = {
     "demo": ("agent_latency._demo", "run the demo agent against the simulator"),
     "report": ("agent_latency.report", "show task budgets from a trace file"),
     "whatif": ("agent_latency.report._whatif_cli", "project a recorded task under changes"),
+    "compare": ("agent_latency.report._compare_cli",
+                "compare two sets of runs: medians, 95 % intervals, significance"),
 }
 
 USAGE = "usage: agent-latency {" + ",".join(COMMANDS) + "} ...\n\n" + "\n".join(
@@ -38,7 +42,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agent-latency: unknown command {args[0]!r}\n\n{USAGE}", file=sys.stderr)
         return 2
     module = importlib.import_module(command[0])
-    return int(module.main(args[1:]) or 0)
+    try:
+        status = int(module.main(args[1:]) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+    except BrokenPipeError:
+        return closed_pipe()
+    return status
+
+
+def closed_pipe() -> int:
+    """The reader of our output went away (``agent-latency report | head``): end quietly.
+
+    Python's default is a ``BrokenPipeError`` traceback and, at exit, another one while
+    flushing.  Instead stdout is pointed at ``/dev/null`` (so the final flush succeeds) and
+    the status is 141 (128 + SIGPIPE), what the shell reports for a program killed by the
+    pipe closing (``yes | head``); ``set -o pipefail`` scripts see it, others see ``head``'s
+    0.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 128 + int(getattr(signal, "SIGPIPE", 13))
 
 
 if __name__ == "__main__":

@@ -38,8 +38,9 @@ from ._sdk import span_name as _span_name
 from ._sdk import span_parent as _span_parent
 from ._sdk import span_times as _span_times
 from ._sdk import start_ns as _start_ns
-from .budget import COMPONENTS, Budget, Interval, UnknownComponentError, component_of, split
-from .budget._spans import budget_attributes, count_span, span_intervals
+from .budget import COMPONENTS, Budget, Interval, UnknownComponentError, component_of
+from .budget._spans import budget_attributes
+from .budget._tree import TaskNode
 
 _DEFAULT_MAX_OPEN_TASKS = 10_000
 _DEFAULT_MAX_TASK_AGE_S = 24 * 3600.0
@@ -65,51 +66,28 @@ _SERVER = SpanKind.SERVER
 _PROCESS = semconv.PROCESS_TASK
 _RUN = semconv.RUN_TASK
 
-_COUNT_NAMES = (
-    "llm_calls", "tool_calls", "http_round_trips", "new_connections", "tls_handshakes",
-    "input_tokens", "output_tokens", "subtasks",
-)
+class _OpenTask(TaskNode):
+    """What the processor holds for one open task: the task tree's node (intervals, counts,
+    nested tasks, budget) and the processor's own bookkeeping."""
 
-
-class _OpenTask:
-    """What the processor holds for one open task."""
-
-    __slots__ = ("budget", "closed", "counts", "intervals", "name", "open_spans", "opened",
-                 "parent", "request", "span_id", "start_ns", "whole_process")
+    __slots__ = ("closed", "open_spans", "opened", "request", "span_id", "whole_process")
 
     def __init__(self, span_id: int, name: str, start_ns: int, parent: _OpenTask | None,
                  request: bool = False, whole_process: bool = False):
+        super().__init__(span_id, name, start_ns, parent)
         self.span_id = span_id
-        self.name = name
-        self.start_ns = start_ns
-        self.parent = parent
-        self.intervals: list[Interval] = []
-        self.counts = dict.fromkeys(_COUNT_NAMES, 0)
         self.closed = False
         self.open_spans = 0  # spans started in it and not ended yet (not its own)
         self.opened = time.monotonic()
-        self.budget: Budget | None = None
         # A request task candidate: a task only if it sees an LLM call or a tool.
         self.request = request
         # The process task lives as long as the process by design: never evicted for age.
         self.whole_process = whole_process
 
-    @property
-    def did_agent_work(self) -> bool:
-        """Whether an LLM call or a tool ran in it (or in a task nested in it)."""
-        return bool(self.counts["llm_calls"] or self.counts["tool_calls"])
-
     def add(self, intervals: list[Interval]) -> None:
         self.intervals.extend(intervals)
         if len(self.intervals) > _MAX_INTERVALS_PER_TASK:
             self.intervals = _merge_per_component(self.intervals)
-
-    def absorb(self, child: _OpenTask) -> None:
-        """A nested task's work also counts inside its parent."""
-        self.add(child.intervals)
-        for key, value in child.counts.items():
-            self.counts[key] += value
-        self.counts["subtasks"] += 1
 
 
 def _set_on_ended_span(span: Any, attributes: Mapping[str, Any]) -> bool:
@@ -337,9 +315,7 @@ class BudgetSpanProcessor(SpanProcessor):
             if end_ns < task.start_ns:
                 warn_once("clock-backwards-task", "agent-latency: task %r ends before it "
                           "starts (the clock went backwards); its wall time is 0", task.name)
-            counts = dict(task.counts)
-            budget = split(task.intervals, task.start_ns, end_ns, counts)
-            task.budget = budget
+            budget = task.finish(end_ns)
             span.set_attributes(budget_attributes(budget))
             return budget
         except Exception:  # noqa: BLE001
@@ -356,9 +332,7 @@ class BudgetSpanProcessor(SpanProcessor):
         """Budget a request task candidate that saw agent work, on its ending span; once."""
         if task.budget is not None or not task.did_agent_work:
             return
-        budget = split(task.intervals, task.start_ns, _end_ns(span) or task.start_ns,
-                       dict(task.counts))
-        task.budget = budget
+        budget = task.finish(_end_ns(span) or task.start_ns)
         _set_on_ended_span(span, {**budget_attributes(budget), _TASK_NAME: span.name})
 
     def open_tasks(self) -> Iterator[tuple[int, str]]:
@@ -374,14 +348,9 @@ class BudgetSpanProcessor(SpanProcessor):
                       "(the clock went backwards); it counts as 0 s", span.name)
             end = start
         try:
-            intervals, kind = span_intervals(attrs, start, end, top)
-        except UnknownComponentError as exc:
+            task.add_span(attrs, start, end, top, nested_tool=top != span.context.span_id)
+        except UnknownComponentError as exc:  # counted as other by the tree
             warn_once("unknown-component", "agent-latency: %s; the span counts as other", exc)
-            intervals, kind = [Interval(start, end, "other")], "other"
-        if kind is None:
-            return
-        task.add(intervals)
-        count_span(task.counts, kind, attrs, nested_tool=top != span.context.span_id)
 
     def _close(self, task: _OpenTask, span: ReadableSpan) -> None:
         task.closed = True
@@ -395,8 +364,7 @@ class BudgetSpanProcessor(SpanProcessor):
         budget = task.budget
         if budget is None:
             # Ended without task() (a user span marked as a task): still record metrics.
-            budget = split(task.intervals, task.start_ns, span.end_time or task.start_ns,
-                           task.counts)
+            budget = task.finish(span.end_time or task.start_ns)
         parent = task.parent
         if parent is not None and parent.span_id in self._tasks:
             parent.absorb(task)

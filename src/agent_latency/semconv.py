@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from .budget import _interval as _budget_names
+
 # --- GenAI semantic conventions (v1.41) -------------------------------------------------
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
@@ -52,12 +54,16 @@ TOKEN_BUCKETS: Final = tuple(4**i for i in range(14))  # 1, 4, 16, ... 67108864
 TASK_NAME: Final = "agent_latency.task.name"
 COMPONENT: Final = "agent_latency.component"
 
-OUTPUT_GENERATION: Final = "output_generation"
-PREFILL: Final = "prefill"
-TOOL_EXECUTION: Final = "tool_execution"
-NETWORK_OVERHEAD: Final = "network_overhead"
-OTHER: Final = "other"
-COMPONENTS: Final = (OUTPUT_GENERATION, PREFILL, TOOL_EXECUTION, NETWORK_OVERHEAD, OTHER)
+# The component and count names are the budget engine's (``budget._interval``, used by the
+# task tree); re-exported here as the values of ``agent_latency.component`` and the
+# ``agent_latency.count.*`` suffixes.
+OUTPUT_GENERATION: Final = _budget_names.OUTPUT_GENERATION
+PREFILL: Final = _budget_names.PREFILL
+TOOL_EXECUTION: Final = _budget_names.TOOL_EXECUTION
+NETWORK_OVERHEAD: Final = _budget_names.NETWORK_OVERHEAD
+OTHER: Final = _budget_names.OTHER
+COMPONENTS: Final = _budget_names.COMPONENTS
+COUNT_NAMES: Final = _budget_names.COUNT_NAMES
 
 BUDGET_PREFIX: Final = "agent_latency.budget."
 BUDGET_WALL: Final = "agent_latency.budget.wall"
@@ -113,19 +119,20 @@ SOURCE_ESTIMATED: Final = "estimated"
 # The order in which one call's phases follow each other in time; each maps to the budget
 # component it counts as.  The processor and the offline report rebuild a call's intervals
 # from the span start and these durations, so the order is part of the format.
-LLM_PHASES: Final = (
-    (LLM_RETRY, "retry", OTHER),
-    (LLM_CLIENT, "client", OTHER),
-    (LLM_DNS, "dns", NETWORK_OVERHEAD),
-    (LLM_CONNECT, "connect", NETWORK_OVERHEAD),
-    (LLM_TLS, "tls", NETWORK_OVERHEAD),
-    (LLM_UPLOAD, "upload", NETWORK_OVERHEAD),
-    (LLM_RTT, "rtt", NETWORK_OVERHEAD),
-    (LLM_PREFILL, "prefill", PREFILL),
-    (LLM_OUTPUT_GENERATION, "output_generation", OUTPUT_GENERATION),
-    (LLM_TAIL, "tail", NETWORK_OVERHEAD),
-    (LLM_CLIENT_TAIL, "client_tail", OTHER),
-)
+LLM_PHASES: Final = tuple((attr, phase, _budget_names.PHASE_COMPONENT[phase])
+                          for attr, phase in (
+    (LLM_RETRY, "retry"),
+    (LLM_CLIENT, "client"),
+    (LLM_DNS, "dns"),
+    (LLM_CONNECT, "connect"),
+    (LLM_TLS, "tls"),
+    (LLM_UPLOAD, "upload"),
+    (LLM_RTT, "rtt"),
+    (LLM_PREFILL, "prefill"),
+    (LLM_OUTPUT_GENERATION, "output_generation"),
+    (LLM_TAIL, "tail"),
+    (LLM_CLIENT_TAIL, "client_tail"),
+))
 
 # --- agent-latency: tools ---------------------------------------------------------------
 TOOL_EXIT_CODE: Final = "agent_latency.tool.exit_code"

@@ -73,18 +73,26 @@ class TestOfflineBudgets:
         assert outer.budget.counts["tool_calls"] == 3
         assert outer.budget.counts["subtasks"] == 1
 
-    def test_report_command_prints_each_task(self, recorded):
+    def test_report_command_prints_the_summary_then_each_task(self, recorded):
         result = run_cli("report", cwd=recorded)
         assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("2 tasks (2 names)")
+        assert "all tasks (2 tasks)" in result.stdout and "slowest tools" in result.stdout
+        assert "task outer:" not in result.stdout
+        result = run_cli("report", "--tasks", cwd=recorded)
         assert "task outer" in result.stdout and "task inner" in result.stdout
         assert "tool execution" in result.stdout
         assert "3 tool calls" in result.stdout
 
     def test_report_json(self, recorded):
         result = run_cli("report", "--json", "--task", "inner", cwd=recorded)
-        rows = [json.loads(line) for line in result.stdout.splitlines()]
-        assert [r["task"] for r in rows] == ["inner"]
-        assert abs(sum(rows[0]["shares"].values()) - rows[0]["wall"]) < 1e-9
+        doc = json.loads(result.stdout)
+        assert doc["schema"] == 1
+        assert [r["task"] for r in doc["tasks"]] == ["inner"]
+        row = doc["tasks"][0]
+        assert abs(sum(row["shares"].values()) - row["wall"]) < 1e-9
+        assert set(doc["summary"]) >= {"by_name", "all", "by_model"}
+        assert doc["summary"]["by_name"]["inner"]["wall"]["p50"] == row["wall"]
 
 
 class TestWhatIf:
@@ -128,14 +136,18 @@ class TestBadFiles:
         full = read_spans(recorded / ".agent-latency/traces.jsonl")
         assert len(result.spans) == len(full.spans)
         cli = run_cli("report", str(bad), cwd=tmp_path)
-        assert cli.returncode == 0
+        assert cli.returncode == 2 and cli.stderr.count("\n") == 1
+        assert "mixed.jsonl:2: malformed JSON" in cli.stderr
+        cli = run_cli("report", "--keep-going", str(bad), cwd=tmp_path)
+        assert cli.returncode == 2
         assert cli.stderr.count("\n") == 2
+        assert cli.stdout.startswith("2 tasks")
 
     def test_missing_file(self, tmp_path):
         with pytest.raises(TraceFileError, match="no such file"):
             read_spans(tmp_path / "nope.jsonl")
         result = run_cli("report", cwd=tmp_path)
-        assert result.returncode == 1
+        assert result.returncode == 2
         assert result.stderr.strip().count("\n") == 0
         assert "no such file" in result.stderr
 

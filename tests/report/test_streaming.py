@@ -95,12 +95,21 @@ class TestPathologicalLines:
         assert result.problems[0] == f"{path}:2: nested too deeply; skipped"
         tasks, problems = load_tasks(path)
         assert len(tasks) == 2 and len(problems) == 2
+        # Without --keep-going the first unreadable line stops the report: one line, status 2.
         cli = subprocess.run([sys.executable, "-m", "agent_latency", "report", str(path)],
                              capture_output=True, text=True, timeout=60)
-        assert cli.returncode == 0, cli.stderr
+        assert cli.returncode == 2, cli.stderr
+        assert "Traceback" not in cli.stderr
+        assert len(cli.stderr.splitlines()) == 1
+        assert f"{path}:2: nested too deeply" in cli.stderr
+        # With it, everything readable is reported and each unreadable line named.
+        cli = subprocess.run([sys.executable, "-m", "agent_latency", "report", "--keep-going",
+                              str(path)], capture_output=True, text=True, timeout=60)
+        assert cli.returncode == 2, cli.stderr
         assert "Traceback" not in cli.stderr
         assert cli.stderr.count("nested too deeply") == 2
         assert len(cli.stderr.splitlines()) == 2
+        assert "2 tasks" in cli.stdout
 
     def test_deeply_nested_attribute_value(self, tmp_path):
         value: dict = {"stringValue": "x"}

@@ -3,7 +3,9 @@
 It turns one LLM call's marks into phases (:func:`call_phases`), a task's busy intervals
 into the five-component split of its wall time (:func:`split`), and a recorded task into a
 what-if projection (:func:`project`).  The span processor runs it in-process; the offline
-report runs it on stored traces.
+report runs it on stored traces.  ``budget._tree`` assembles tasks from spans (the task
+tree, shared by the processor and the report).  The component and count names
+(``COMPONENTS``, ``COUNT_NAMES``) are the engine's; ``semconv`` re-exports them.
 """
 
 from ._call import (
@@ -20,6 +22,7 @@ from ._call import (
 from ._interval import (
     COMPONENTS,
     CONNECTION_SETUP_PHASES,
+    COUNT_NAMES,
     PHASE_COMPONENT,
     Interval,
     UnknownComponentError,
@@ -32,6 +35,7 @@ __all__ = [
     "Budget",
     "COMPONENTS",
     "CONNECTION_SETUP_PHASES",
+    "COUNT_NAMES",
     "CallMarks",
     "CallPhases",
     "ESTIMATED",

@@ -14,6 +14,11 @@ OTHER = "other"
 #: task with nothing active counts as: the agent's own work and waits.
 COMPONENTS = (OUTPUT_GENERATION, PREFILL, TOOL_EXECUTION, NETWORK_OVERHEAD, OTHER)
 
+#: A task's counts, in report order.  ``tool_calls`` counts outermost tools only (a tool run
+#: by a tool is tool time, not another call); ``subtasks`` the tasks nested in it at any depth.
+COUNT_NAMES = ("llm_calls", "tool_calls", "http_round_trips", "new_connections",
+               "tls_handshakes", "input_tokens", "output_tokens", "subtasks")
+
 #: The phase of an interval (what it was) and the component it counts as.
 PHASE_COMPONENT = {
     "retry": OTHER,

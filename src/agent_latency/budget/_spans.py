@@ -52,7 +52,8 @@ def span_intervals(
 
 def count_span(counts: dict[str, int], kind: str, attributes: Mapping[str, Any], *,
                nested_tool: bool = False) -> None:
-    """Add one finished span to a task's counts.
+    """Add one finished span to a task's counts (all or nothing: an attribute of the wrong
+    type raises before any count changes).
 
     A tool inside another tool (a process run by a function tool) is not another tool call.
     """
@@ -60,14 +61,20 @@ def count_span(counts: dict[str, int], kind: str, attributes: Mapping[str, Any],
         if not nested_tool:
             counts["tool_calls"] += 1
     elif kind == "llm":
+        # Every value converted before any is added: a bad one changes no count.
+        get = attributes.get
+        input_tokens = int(get(semconv.GEN_AI_USAGE_INPUT_TOKENS, 0) or 0)
+        output_tokens = int(get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, 0) or 0)
+        round_trips = int(get(semconv.LLM_ATTEMPTS, 1) or 0)
+        new_connection = get(semconv.LLM_CONNECTION_REUSED) is False
+        tls = (get(semconv.LLM_TLS) or 0) > 0
         counts["llm_calls"] += 1
-        counts["input_tokens"] += int(attributes.get(semconv.GEN_AI_USAGE_INPUT_TOKENS, 0) or 0)
-        counts["output_tokens"] += int(
-            attributes.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, 0) or 0)
-        counts["http_round_trips"] += int(attributes.get(semconv.LLM_ATTEMPTS, 1) or 0)
-        if attributes.get(semconv.LLM_CONNECTION_REUSED) is False:
+        counts["input_tokens"] += input_tokens
+        counts["output_tokens"] += output_tokens
+        counts["http_round_trips"] += round_trips
+        if new_connection:
             counts["new_connections"] += 1
-        if (attributes.get(semconv.LLM_TLS) or 0) > 0:
+        if tls:
             counts["tls_handshakes"] += 1
 
 

@@ -28,7 +28,10 @@ class Scenario:
     ``network_reduction`` are fractions (0.3 = −30 %) of the time to first token (client,
     network before the first token and prefill) and of network overhead.
     ``persistent_connection`` removes DNS, TCP connect and TLS.  ``tool_speedup`` divides tool
-    time (by tool name when a mapping).  ``extra`` holds further custom changes.
+    time (by tool name when a mapping).  ``per_token_reduction`` (a fraction) cuts the time
+    each output token took as the client saw it (output generation) where ``output_tps`` does
+    not replace it: an absolute rate is the stream's rate as the client sees it, per-token
+    overhead included, so it is not cut again.  ``extra`` holds further custom changes.
     """
 
     output_speedup: float | None = None
@@ -39,6 +42,7 @@ class Scenario:
     network_reduction: float | None = None
     persistent_connection: bool = False
     tool_speedup: float | dict[str, float] | None = None
+    per_token_reduction: float | None = None
     extra: list[Change] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -46,7 +50,7 @@ class Scenario:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
-        for name in ("ttft_reduction", "network_reduction"):
+        for name in ("ttft_reduction", "network_reduction", "per_token_reduction"):
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 1:
                 raise ValueError(f"{name} must be a fraction in [0, 1], got {value!r}")
@@ -71,8 +75,11 @@ class Scenario:
             if self.output_tps is not None and iv.tokens > 0:
                 # The first token ends prefill; generation is the gaps after it.
                 d = (iv.tokens - 1) / self.output_tps * 1e9
-            elif self.output_speedup is not None:
-                d /= self.output_speedup
+            else:
+                if self.output_speedup is not None:
+                    d /= self.output_speedup
+                if self.per_token_reduction is not None:
+                    d *= 1.0 - self.per_token_reduction
         elif phase == "prefill":
             if self.prefill_tps is not None and iv.tokens > 0:
                 d = iv.tokens / self.prefill_tps * 1e9
@@ -93,6 +100,37 @@ class Scenario:
 
 _NETWORK_PHASES = frozenset({"dns", "connect", "tls", "upload", "rtt", "tail", "network"})
 _TTFT_PHASES = frozenset({"client", "dns", "connect", "tls", "upload", "rtt", "prefill"})
+
+
+#: Named scenarios: each field with the published figure it applies and where it comes from.
+#: These are vendors' claims, quoted, not figures measured here.
+PRESETS: dict[str, tuple[str, dict[str, object], list[str]]] = {
+    "latency-first": (
+        "a latency-first serving stack, as its vendors describe it",
+        {"output_tps": 1000.0, "network_reduction": 0.8, "persistent_connection": True,
+         "per_token_reduction": 0.3, "ttft_reduction": 0.5},
+        [
+            "output_tps=1000: 1,000 output tokens/s, the published generation speed of a "
+            "latency-first model (claim)",
+            "network_reduction=0.8 and persistent_connection: 'a persistent WebSocket "
+            "connection cut client/server round-trip overhead by 80 %' (claim); with one "
+            "connection kept open there is no DNS, TCP connect or TLS per call",
+            "per_token_reduction=0.3: '... per-token overhead by 30 %' (claim); applied only "
+            "to calls without a token count, as 1,000 tokens/s already is the rate the "
+            "client sees",
+            "ttft_reduction=0.5: '... and time to first token by 50 %' (claim)",
+        ],
+    ),
+}
+
+
+def preset(name: str, **overrides: object) -> Scenario:
+    """The scenario of a named preset (``PRESETS``), with fields overridden."""
+    try:
+        _, fields, _ = PRESETS[name]
+    except KeyError:
+        raise ValueError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}") from None
+    return Scenario(**{**fields, **overrides})  # type: ignore[arg-type]
 
 
 @dataclass(slots=True)
@@ -199,4 +237,5 @@ def _fold_nested_tools(
     return [iv for iv in ivs if id(iv) not in nested], durations
 
 
-__all__ = ["Change", "Projection", "Scenario", "UnknownComponentError", "project"]
+__all__ = ["PRESETS", "Change", "Projection", "Scenario", "UnknownComponentError", "preset",
+           "project"]

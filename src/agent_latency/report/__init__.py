@@ -1,29 +1,55 @@
-"""Offline reports: task budgets and what-if projections from stored traces.
+"""Offline reports: task budgets, fleet percentiles and what-if projections from stored
+traces.
 
-``agent-latency report [FILE]`` reads OTLP/JSON spans (the local default's
-``.agent-latency/traces.jsonl``, or an OpenTelemetry Collector file export) and recomputes
-every task's budget with the same engine as the live processor.  With no FILE it reads the
-local default's rotated files too (``traces.jsonl.3`` … ``.1``, then ``traces.jsonl``), as
-one stream: a trace cut by a rotation is whole again.  Files are streamed a trace at a time.
+``agent-latency report [SOURCE…]`` reads OTLP/JSON spans (the local default's
+``.agent-latency/traces.jsonl``, an OpenTelemetry Collector file export, or directories of
+them) and recomputes every task's budget with the same task tree as the live processor.  It
+prints a summary first — per task name and across all tasks: count and p50/p95/p99/max of
+wall time, of each component and of time to first token; per model: calls, time to first
+token, output and prefill tokens/s; the slowest tasks, LLM calls and tools — and each task's
+table with ``--tasks``.  ``--json`` writes one object (``docs/report.md``).  With no SOURCE it
+reads the local default's rotated files too (``traces.jsonl.3`` … ``.1``, then
+``traces.jsonl``), as one stream.  Files are streamed a trace at a time.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import semconv
 from .._local import ROTATED_FILES
+from ..budget import COMPONENTS, COUNT_NAMES
+from ._cli import (
+    BAD_INPUT,
+    NOTHING,
+    BadInput,
+    OneLineParser,
+    Progress,
+    Selection,
+    add_source_arguments,
+    fail,
+    source_paths,
+    total_size,
+)
 from ._read import ReadResult, StoredSpan, TraceFileError, iter_traces, read_spans
-from ._render import render_budget, render_projection
+from ._render import render_budget, render_projection, render_summary
+from ._sources import iter_sources
+from ._summary import SCHEMA, CallRecord, Summary, task_json
 from ._tasks import StoredTask, find_tasks
 
 DEFAULT_FILE = ".agent-latency/traces.jsonl"
 
 __all__ = [
     "DEFAULT_FILE",
+    "BUDGET_KEYS",
+    "BadInput",
     "ReadResult",
     "StoredSpan",
     "StoredTask",
@@ -31,6 +57,7 @@ __all__ = [
     "find_tasks",
     "iter_traces",
     "load_tasks",
+    "summarize_sources",
     "trace_files",
     "main",
     "read_spans",
@@ -48,67 +75,177 @@ def trace_files(path: str | Path) -> list[Path]:
     return older + [path] if path.exists() or not older else older
 
 
-# The budget engine reads only our attributes and the GenAI ones, and none of their long
-# strings (prompts, command lines): keeping nothing else bounds a trace's memory.
-_KEPT_PREFIXES = ("agent_latency.", "gen_ai.")
-_LONGEST_KEPT_STRING = 1024
+#: The attributes the report reads (budgets, counts, per-call figures, the budget the process
+#: recorded); no others are decoded.  None of the long strings (prompts, command lines):
+#: keeping nothing else bounds a trace's memory and saves most of the decoding.
+BUDGET_KEYS = frozenset({
+    *(attr for attr, _, _ in semconv.LLM_PHASES),
+    semconv.LLM_CLIENT, semconv.LLM_TTFT, semconv.LLM_ATTEMPTS,
+    semconv.LLM_CONNECTION_REUSED, semconv.LLM_STREAMING,
+    semconv.LLM_OUTPUT_TOKENS_PER_SECOND, semconv.LLM_PREFILL_TOKENS_PER_SECOND,
+    semconv.GEN_AI_USAGE_INPUT_TOKENS, semconv.GEN_AI_USAGE_OUTPUT_TOKENS,
+    semconv.GEN_AI_REQUEST_MODEL, semconv.GEN_AI_RESPONSE_MODEL, semconv.GEN_AI_TOOL_NAME,
+    semconv.COMPONENT, semconv.TASK_NAME, semconv.PROCESS_TASK, semconv.RUN_TASK,
+    semconv.BUDGET_WALL, semconv.BUDGET_OUTPUT_TOKENS_PER_SECOND,
+    semconv.BUDGET_PREFILL_TOKENS_PER_SECOND,
+    *(semconv.budget_share(c) for c in COMPONENTS),
+    *(semconv.budget_busy(c) for c in COMPONENTS),
+    *(semconv.budget_count(c) for c in COUNT_NAMES),
+})
 
 
-def _needed_by_budgets(key: str, value: Any) -> bool:
-    return key.startswith(_KEPT_PREFIXES) and not (
-        isinstance(value, str) and len(value) > _LONGEST_KEPT_STRING)
-
-
-def load_tasks(path: str | Path, task: str | None = None, *,
-               rotated: bool = False) -> tuple[list[StoredTask], list[str]]:
-    """Read a trace file and return its tasks in start order (optionally only those named
-    ``task``) and the problems met.  ``rotated`` reads the file's rotated siblings first.
+def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
+               rotated: bool = False, keep_going: bool = True, selection: Any = None,
+               progress: Progress | None = None) -> tuple[list[StoredTask], list[str]]:
+    """Read trace files and return their tasks in start order (optionally only those named
+    ``task``, or those ``selection(task)`` keeps), each with its intervals (for what-ifs),
+    and the problems met.  ``path`` is one file or a list of files; ``rotated`` reads one
+    file's rotated siblings first.  Without ``keep_going`` the first unreadable line raises
+    :class:`BadInput`.
 
     Streams: a trace's spans are held only until its last line is read and its tasks are
     computed, with only the attributes budgets need.
     """
-    paths = trace_files(path) if rotated else [Path(path)]
+    if isinstance(path, list):
+        paths = path
+    else:
+        # A backend URL stays a string: Path() would fold its "//".
+        paths = trace_files(path) if rotated else [path]
     problems: list[str] = []
     tasks: list[StoredTask] = []
-    for spans in iter_traces(paths, problems, keep=_needed_by_budgets):
-        found, more = find_tasks(spans)
-        tasks.extend(found if task is None else (t for t in found if t.name == task))
-        problems.extend(more)
+    progress = progress or Progress(0, enabled=False)
+    with _no_cyclic_gc():
+        try:
+            for spans in iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed()):
+                if problems and not keep_going:
+                    raise BadInput(problems[0])
+                found, more = find_tasks(spans)
+                tasks.extend(t for t in found if (task is None or t.name == task)
+                             and (selection is None or selection(t)))
+                problems.extend(more)
+            if problems and not keep_going:
+                raise BadInput(problems[0])
+        finally:
+            progress.close()
     tasks.sort(key=lambda t: t.span.start_ns)
     return tasks, problems
 
 
 def main(argv: list[str]) -> int:
     """``agent-latency report``."""
-    parser = argparse.ArgumentParser(prog="agent-latency report", description=__doc__)
-    parser.add_argument("file", nargs="?",
-                        help=f"OTLP/JSON trace file (default {DEFAULT_FILE} and its rotated "
-                             "files)")
-    parser.add_argument("--task", help="only tasks with this name")
-    parser.add_argument("--json", action="store_true", help="print budgets as JSON lines")
+    parser = OneLineParser(prog=_PROG, description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_source_arguments(parser, DEFAULT_FILE)
+    parser.add_argument("--tasks", action="store_true",
+                        help="after the summary, each task's budget table")
+    parser.add_argument("--json", action="store_true",
+                        help="write one JSON object (schema 1, see docs/report.md)")
+    parser.add_argument("--slowest", type=int, default=5, metavar="N",
+                        help="how many of the slowest tasks, LLM calls and tools (default 5)")
+    parser.add_argument("--html", metavar="FILE",
+                        help="also write a self-contained HTML page: a waterfall per task, "
+                             "components, percentiles, what-if (docs/report.md)")
     args = parser.parse_args(argv)
+    selection = Selection(args)
     try:
-        tasks, problems = load_tasks(args.file or DEFAULT_FILE, args.task,
-                                     rotated=args.file is None)
+        paths, _ = source_paths(args.sources, DEFAULT_FILE)
+        summary, problems, warnings = summarize_sources(
+            paths, selection, keep_going=args.keep_going, keep_tasks=args.tasks or args.json,
+            slowest=max(args.slowest, 0))
     except TraceFileError as exc:
-        print(f"agent-latency report: {exc}", file=sys.stderr)
-        return 1
-    for problem in problems:
-        print(f"agent-latency report: {problem}", file=sys.stderr)
-    if not tasks:
-        print(f"agent-latency report: no tasks in {args.file or DEFAULT_FILE}"
-              + (f" named {args.task!r}" if args.task else ""), file=sys.stderr)
-        return 1
-    for task in tasks:
-        assert task.budget is not None
-        if args.json:
-            print(json.dumps({
-                "task": task.name, "trace_id": task.span.trace_id, "wall": task.budget.wall,
-                "shares": task.budget.shares, "busy": task.budget.busy,
-                "counts": task.budget.counts,
-            }))
-        else:
-            render_budget(task.name, task.budget)
-    return 0
+        return fail(_PROG, str(exc))
+    except BadInput as exc:
+        return fail(_PROG, f"{exc} (--keep-going reports everything readable)")
+    for line in problems + warnings:
+        print(f"{_PROG}: {line}", file=sys.stderr)
+    names = ", ".join(str(p) for p in paths)
+    if not summary.count:
+        described = selection.describe()
+        print(f"{_PROG}: no tasks in {names}" + (f" {described}" if described else ""),
+              file=sys.stderr)
+        return BAD_INPUT if problems else NOTHING
+    if args.html:
+        from ._html import write_report_page
+
+        # A second read: the summary keeps figures, the page needs each task's intervals.
+        page_tasks, _ = load_tasks(paths, selection=selection)
+        write_report_page(args.html, page_tasks, names, problems + warnings)
+    if args.json:
+        json.dump({"schema": SCHEMA, "sources": [str(p) for p in paths],
+                   "filters": selection.describe() or None,
+                   "tasks": [task_json(t) for t in summary.tasks],
+                   "summary": summary.to_json(), "problems": problems + warnings},
+                  sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        render_summary(summary, names, selection.describe())
+        if args.tasks:
+            for task in summary.tasks:
+                assert task.budget is not None
+                render_budget(task.name, task.budget)
+    return BAD_INPUT if problems else 0
 
 
+_PROG = "agent-latency report"
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """The cyclic garbage collector off while reading: parsing allocates millions of
+    objects, each collection then walks every live one (the summary's figures, the tasks
+    kept), and a read makes no cycles (spans, tasks and their parents only point up), so
+    reference counting frees everything.  Measured: a third of the CPU on a 1,000,000-span
+    file (benchmarks/bench_report_read.py)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def summarize_sources(paths: list[Path], selection: Any = None, *, keep_going: bool = True,
+                      keep_tasks: bool = False, slowest: int = 5,
+                      progress: Progress | None = None,
+                      ) -> tuple[Summary, list[str], list[str]]:
+    """Read ``paths`` a trace at a time into a :class:`Summary` of the tasks ``selection``
+    keeps; also the unreadable input met (``problems``) and the spans the budget could not
+    use as they were (``warnings``: counted as other).
+
+    Without ``keep_going`` the first unreadable line raises :class:`BadInput`.  Task
+    intervals are dropped once budgets are computed: memory holds figures, not spans.
+    """
+    summary = Summary(slowest=slowest, keep_tasks=keep_tasks)
+    problems: list[str] = []
+    warnings: list[str] = []
+    progress = progress or Progress(total_size(paths))
+    calls: dict[int, list[CallRecord]] = {}
+    tools: dict[int, list[tuple[str, float, str]]] = {}
+
+    def on_span(task: StoredTask, span: StoredSpan, kind: str, nested: bool) -> None:
+        if kind == "llm":
+            calls.setdefault(id(task), []).append(CallRecord(task.name, span))
+        elif kind == "tool" and not nested:
+            name = str(span.attributes.get(semconv.GEN_AI_TOOL_NAME) or span.name)
+            tools.setdefault(id(task), []).append(
+                (name, max(span.end_ns - span.start_ns, 0) * 1e-9, span.trace_id))
+
+    with _no_cyclic_gc():
+        try:
+            for spans in iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed()):
+                if problems and not keep_going:
+                    raise BadInput(problems[0])
+                found, more = find_tasks(spans, keep_intervals=False, on_span=on_span)
+                warnings.extend(more)
+                for task in found:
+                    if selection is None or selection(task):
+                        summary.add(task, calls.get(id(task), []), tools.get(id(task), []))
+                calls.clear()
+                tools.clear()
+            if problems and not keep_going:
+                raise BadInput(problems[0])
+        finally:
+            progress.close()
+    summary.tasks.sort(key=lambda t: t.span.start_ns)
+    return summary, problems, warnings

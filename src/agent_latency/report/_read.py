@@ -8,15 +8,20 @@ pass that only scans lines for ``"traceId"`` (a regular expression, no JSON pars
 
 from __future__ import annotations
 
+import base64
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-AttributeFilter = Callable[[str, Any], bool]
-"""Which attributes to keep on a read span: ``(key, value) -> keep?``."""
+AttributeFilter = Callable[[str, Any], bool] | Collection[str]
+"""Which attributes to keep on a read span: ``(key, value) -> keep?``, or the set of keys to
+keep (faster: the values of the others are never decoded)."""
+
+ByteCounter = Callable[[int], None]
+"""Called with the size of each line read (both passes): a progress display's feed."""
 
 
 class TraceFileError(ValueError):
@@ -35,6 +40,8 @@ class StoredSpan:
     end_ns: int
     attributes: dict[str, Any] = field(default_factory=dict)
     status: str = "UNSET"
+    #: The ``service.name`` of the span's resource, or a Jaeger process's ("" when none).
+    service: str = ""
 
 
 @dataclass(slots=True)
@@ -55,15 +62,17 @@ def read_spans(path: str | Path) -> ReadResult:
 
 
 def iter_traces(paths: Iterable[str | Path], problems: list[str], *,
-                keep: AttributeFilter | None = None) -> Iterator[list[StoredSpan]]:
+                keep: AttributeFilter | None = None,
+                on_bytes: ByteCounter | None = None) -> Iterator[list[StoredSpan]]:
     """The spans of each trace in ``paths`` (read in order, as one stream), a trace at a
     time, as soon as the last line holding its spans has been read.
 
     Memory: the spans of the traces not yet complete, with only the attributes ``keep``
-    accepts.  Problems (malformed lines, …) are appended to ``problems``.  Raises
-    ``TraceFileError`` when a file is missing or holds nothing readable at all.
+    accepts.  Problems (malformed lines, …) are appended to ``problems`` as they are met
+    (a caller may stop at the first).  ``on_bytes`` sees each line's size, on both passes.
+    Raises ``TraceFileError`` when a file is missing or holds nothing readable at all.
     """
-    reader = _Reader([Path(p) for p in paths], keep)
+    reader = _Reader([Path(p) for p in paths], keep, problems, on_bytes)
     last_line = reader.last_line_of_each_trace()
     pending: dict[str, list[StoredSpan]] = {}
     for index, _, batch in reader.documents():
@@ -79,25 +88,28 @@ def iter_traces(paths: Iterable[str | Path], problems: list[str], *,
             # Not found by the scan (an escaped id, a line appended since): kept to the end.
             if last is not None and last <= index:
                 yield pending.pop(trace_id)
-    problems.extend(reader.problems)
     reader.check_found_any()
     yield from pending.values()
 
 
 # A span's or a link's trace id in a raw line: a link's only delays its trace, harmlessly.
 _TRACE_ID = re.compile(rb'"traceId"\s*:\s*"([^"\\]*)"')
+_BLOCK = 1 << 18  # a first-pass read; about three times this is held at once
 
 
 class _Reader:
     """Lines of several files as one stream, numbered across files, parsed one at a time."""
 
-    __slots__ = ("_paths", "_keep", "problems", "_documents_read")
+    __slots__ = ("_paths", "_keep", "problems", "_documents_read", "_on_bytes")
 
-    def __init__(self, paths: list[Path], keep: AttributeFilter | None) -> None:
+    def __init__(self, paths: list[Path], keep: AttributeFilter | None,
+                 problems: list[str] | None = None,
+                 on_bytes: ByteCounter | None = None) -> None:
         self._paths = paths
         self._keep = keep
-        self.problems: list[str] = []
+        self.problems: list[str] = [] if problems is None else problems
         self._documents_read = 0
+        self._on_bytes = on_bytes
 
     def _open(self, path: Path) -> Any:
         try:
@@ -111,22 +123,67 @@ class _Reader:
     def _lines(self) -> Iterator[tuple[int, Path, int, bytes]]:
         """``(index across files, file, line number in it, raw line)``."""
         index = 0
+        on_bytes = self._on_bytes
         for path in self._paths:
             with self._open(path) as lines:
                 try:
                     for number, line in enumerate(lines, 1):
+                        if on_bytes is not None:
+                            on_bytes(len(line))
                         yield index, path, number, line
                         index += 1
                 except OSError as exc:
                     raise TraceFileError(f"{path}: cannot read: {exc}") from None
 
     def last_line_of_each_trace(self) -> dict[str, int]:
-        """First pass: the index of the last line naming each trace id."""
-        last: dict[str, int] = {}
-        for index, _, _, line in self._lines():
-            for match in _TRACE_ID.finditer(line):
-                last[match.group(1).decode("ascii", "replace")] = index
-        return last
+        """First pass: the index of the last line naming each trace id.
+
+        Reads blocks of whole lines (256 KiB at a time) and finds each line's distinct trace
+        ids within the block (no copy per line): the pass costs little beside the parse.
+        """
+        last: dict[bytes, int] = {}
+        index = 0  # the index of the line being scanned, across files
+        on_bytes = self._on_bytes
+        findall = _TRACE_ID.findall
+        for path in self._paths:
+            with self._open(path) as f:
+                pending: list[bytes] = []
+                while True:
+                    try:
+                        chunk = f.read(_BLOCK)
+                    except OSError as exc:
+                        raise TraceFileError(f"{path}: cannot read: {exc}") from None
+                    if on_bytes is not None and chunk:
+                        on_bytes(len(chunk))
+                    cut = chunk.rfind(b"\n") + 1 if chunk else -1
+                    if cut == 0:  # no line ends in this chunk: keep it for the next
+                        pending.append(chunk)
+                        continue
+                    if chunk:
+                        pending.append(chunk[:cut])
+                        rest = chunk[cut:]
+                    else:  # end of file: what is left is a last line without a newline
+                        rest = b""
+                    block = b"".join(pending)
+                    pending = [rest] if rest else []
+                    # Per line: its distinct trace ids (a line holds a batch of spans of
+                    # a few traces), found by the regex engine within the line's bounds.
+                    pos = 0
+                    end_of_block = len(block)
+                    while pos < end_of_block:
+                        newline = block.find(b"\n", pos)
+                        end = end_of_block if newline < 0 else newline
+                        for trace_id in set(findall(block, pos, end)):
+                            last[trace_id] = index
+                        if newline < 0:
+                            break
+                        index += 1
+                        pos = newline + 1
+                    if not chunk:
+                        if block and not block.endswith(b"\n"):
+                            index += 1
+                        break
+        return {trace_id.decode("ascii", "replace"): line for trace_id, line in last.items()}
 
     def documents(self) -> Iterator[tuple[int, str, list[StoredSpan]]]:
         """``(line index, where, spans)`` per export request; a pretty-printed document (a
@@ -143,8 +200,10 @@ class _Reader:
             whole = self._whole_document(first_two[0][1])
             if whole is not None:
                 yield whole
-                # Any further file goes on line by line.
-                lines = (item for item in lines if item[1] != first_two[0][1])
+                # Any further file goes on line by line (the generator reads ``whole_path``
+                # later: not ``first_two``, emptied below).
+                whole_path = first_two[0][1]
+                lines = (item for item in lines if item[1] != whole_path)
                 first_two = []
         for index, path, number, line in _chain(first_two, lines):
             if not line.strip():
@@ -215,41 +274,81 @@ def _not_json(line: bytes) -> bool:
 
 
 def _spans_of(doc: Any, keep: AttributeFilter | None) -> Iterator[StoredSpan]:
-    for rs in doc["resourceSpans"]:
-        for ss in rs.get("scopeSpans", ()):
+    keys = None if keep is None or callable(keep) else keep
+    test = keep if callable(keep) else None
+    value_of = _value
+    # ``batches`` and ``instrumentationLibrarySpans``: Tempo's and older OTLP/JSON names.
+    for rs in doc["resourceSpans"] if "resourceSpans" in doc else doc["batches"]:
+        service = _service(rs.get("resource"))
+        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
             for span in ss.get("spans", ()):
-                attributes = {}
-                for kv in span.get("attributes", ()):
-                    value = _value(kv.get("value", {}))
-                    if keep is None or keep(kv["key"], value):
-                        attributes[kv["key"]] = value
+                if keys is not None:
+                    # The common case for the report: only named keys, others not decoded.
+                    # Most kept values are durations: take a double without a call.
+                    attributes = {key: float(v["doubleValue"]) if "doubleValue" in v
+                                  else value_of(v)
+                                  for kv in span.get("attributes", ())
+                                  if (key := kv["key"]) in keys
+                                  for v in (kv.get("value") or {},)}
+                else:
+                    attributes = {}
+                    for kv in span.get("attributes", ()):
+                        value = value_of(kv.get("value", {}))
+                        if test is None or test(kv["key"], value):
+                            attributes[kv["key"]] = value
+                status = span.get("status")
                 yield StoredSpan(
-                    trace_id=span["traceId"],
-                    span_id=span["spanId"],
-                    parent_id=span.get("parentSpanId", "") or "",
-                    name=span.get("name", ""),
-                    start_ns=int(span["startTimeUnixNano"]),
-                    end_ns=int(span["endTimeUnixNano"]),
-                    attributes=attributes,
-                    status=_status(span.get("status", {})),
-                )
+                    # Hex as OTLP/JSON writes it; base64 (protobuf's JSON mapping, Tempo's
+                    # API) converted.
+                    trace_id if len(trace_id := span["traceId"]) == 32 else hex_id(trace_id, 16),
+                    span_id if len(span_id := span["spanId"]) == 16 else hex_id(span_id, 8),
+                    parent if len(parent := span.get("parentSpanId", "") or "") in (0, 16)
+                    else hex_id(parent, 8),
+                    span.get("name", ""), int(span["startTimeUnixNano"]),
+                    int(span["endTimeUnixNano"]), attributes,
+                    _status(status) if status else "UNSET", service)
+
+
+def _service(resource: Any) -> str:
+    if not resource:
+        return ""
+    for kv in resource.get("attributes", ()):
+        if kv.get("key") == "service.name":
+            return str(_value(kv.get("value", {})) or "")
+    return ""
+
+
+def hex_id(text: str, size: int) -> str:
+    """A trace (16 bytes) or span (8 bytes) id as lower-case hex.  OTLP/JSON writes hex;
+    protobuf's JSON mapping, which Tempo's API follows, writes bytes as base64."""
+    if len(text) == 2 * size or not text:
+        return text  # hex already (the fast path: the local file's ids)
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        return text
+    return raw.hex() if len(raw) == size else text
 
 
 def _value(value: dict[str, Any]) -> Any:
-    if "stringValue" in value:
-        return value["stringValue"]
-    if "intValue" in value:
-        return int(value["intValue"])
-    if "doubleValue" in value:
-        return float(value["doubleValue"])
-    if "boolValue" in value:
-        return bool(value["boolValue"])
-    if "arrayValue" in value:
-        return [_value(v) for v in value["arrayValue"].get("values", ())]
+    # One AnyValue holds one member: take it rather than probing each kind in turn.
+    for kind, raw in value.items():
+        if kind == "stringValue":
+            return raw
+        convert = _CONVERT.get(kind)
+        return convert(raw) if convert is not None else None
     return None
 
 
+_CONVERT: dict[str, Callable[[Any], Any]] = {
+    "intValue": int,
+    "doubleValue": float,
+    "boolValue": bool,
+    "arrayValue": lambda array: [_value(v) for v in array.get("values", ())],
+}
+_STATUS = {0: "UNSET", 1: "OK", 2: "ERROR", "STATUS_CODE_OK": "OK",
+           "STATUS_CODE_ERROR": "ERROR"}
+
+
 def _status(status: dict[str, Any]) -> str:
-    code = status.get("code", 0)
-    return {0: "UNSET", 1: "OK", 2: "ERROR", "STATUS_CODE_OK": "OK",
-            "STATUS_CODE_ERROR": "ERROR"}.get(code, "UNSET")
+    return _STATUS.get(status.get("code", 0), "UNSET")

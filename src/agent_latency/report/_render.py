@@ -87,4 +87,85 @@ def _console(out: IO[str]) -> Any:
         from rich.console import Console
     except ImportError:
         return None
-    return Console(file=out, highlight=False)
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich exits with status 1 on its own; the command ends closed pipes as the
+            # shell expects (cli.closed_pipe), so hand the error up.
+            raise BrokenPipeError
+
+    return _Console(file=out, highlight=False)
+
+
+def _s(value: float | None) -> str:
+    """Seconds in a column: 3 significant places, "-" when unknown."""
+    if value is None:
+        return "-"
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3f}"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def render_summary(summary: Any, source: str, filters: str = "",
+                   stream: IO[str] | None = None) -> None:
+    """Print the fleet summary: percentiles per task name and across all tasks, per model,
+    and the slowest tasks, LLM calls and tools."""
+    from ._summary import iso_time
+
+    out = stream or sys.stdout
+    data = summary.to_json()
+    names = data["by_name"]
+    span = ""
+    if summary.first_start_ns is not None and summary.last_end_ns is not None:
+        span = f", {iso_time(summary.first_start_ns)} to {iso_time(summary.last_end_ns)}"
+    plural = "" if len(names) == 1 else "s"
+    print(f"{summary.count:,} tasks ({len(names):,} name{plural}) from {source}"
+          + (f" {filters}" if filters else "") + span, file=out)
+    print("\nwall time and its components (s) per task; first token (s) per LLM call",
+          file=out)
+    header = f"  {'':<24} {'n':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}"
+    groups = [("all tasks", data["all"])] + list(names.items()) if len(names) > 1 else list(
+        names.items())
+    for title, group in groups:
+        print(f"\n{title} ({group['count']:,} tasks)", file=out)
+        print(header, file=out)
+        rows = [("wall", group["wall"])] + [
+            (LABELS[c], group["components"][c]) for c in COMPONENTS] + [
+            ("first token", group["first_token"])]
+        for label, st in rows:
+            print(f"  {label:<24} {st['count']:>7,} {_s(st['p50']):>8} {_s(st['p95']):>8} "
+                  f"{_s(st['p99']):>8} {_s(st['max']):>8}", file=out)
+    if data["by_model"]:
+        print("\nper model", file=out)
+        print(f"  {'model':<28} {'calls':>7} {'first token p50/p95/p99 (s)':>28} "
+              f"{'output tok/s p50':>17} {'prefill tok/s p50':>18}", file=out)
+        for model, m in data["by_model"].items():
+            ft = m["first_token"]
+            ttft = f"{_s(ft['p50'])}/{_s(ft['p95'])}/{_s(ft['p99'])}"
+            print(f"  {model[:28]:<28} {m['calls']:>7,} {ttft:>28} "
+                  f"{_rate(m['output_tokens_per_second']['p50']):>17} "
+                  f"{_rate(m['prefill_tokens_per_second']['p50']):>18}", file=out)
+    slowest = data["slowest"]
+    if slowest["tasks"]:
+        print("\nslowest tasks", file=out)
+        for t in slowest["tasks"]:
+            print(f"  {_s(t['wall']):>8} s  {t['task'][:30]:<30} {t['start']}  "
+                  f"trace {t['trace_id']}", file=out)
+    if slowest["llm_calls"]:
+        print("\nslowest LLM calls", file=out)
+        for c in slowest["llm_calls"]:
+            print(f"  {_s(c['duration']):>8} s  {c['model'][:24]:<24} first token "
+                  f"{_s(c['first_token']):>6} s  {c['output_tokens']:>6,} out tokens  "
+                  f"task {c['task'][:20]}  trace {c['trace_id']}", file=out)
+    if slowest["tools"]:
+        print("\nslowest tools", file=out)
+        for t in slowest["tools"]:
+            print(f"  {_s(t['duration']):>8} s  {t['tool'][:30]:<30} task {t['task'][:20]}  "
+                  f"trace {t['trace_id']}", file=out)
+    print(file=out)

@@ -1,0 +1,239 @@
+"""The report's fleet view: percentiles across tasks, per task name, per model, and the
+slowest tasks, LLM calls and tools — gathered a trace at a time, so memory holds figures,
+not spans.
+
+The ``--json`` object (``schema`` 1) is documented in ``docs/report.md``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from .. import semconv
+from ..budget import COMPONENTS
+from ..budget._tree import TaskNode
+from ._read import StoredSpan
+from ._stats import summarize
+
+SCHEMA = 1
+
+#: Keys of the summary figures of one group of tasks.
+WALL = "wall"
+FIRST_TOKEN = "first_token"
+
+
+class CallRecord:
+    """One LLM call: model, duration, time to first token and speeds (s, tokens/s)."""
+
+    __slots__ = ("duration", "first_token", "input_tokens", "model", "output_tokens",
+                 "output_tps", "prefill_tps", "span_id", "task", "trace_id")
+
+    def __init__(self, task: str, span: StoredSpan) -> None:
+        a = span.attributes
+        self.task = task
+        self.trace_id = span.trace_id
+        self.span_id = span.span_id
+        self.model = str(a.get(semconv.GEN_AI_REQUEST_MODEL)
+                         or a.get(semconv.GEN_AI_RESPONSE_MODEL) or "unknown")
+        self.duration = max(span.end_ns - span.start_ns, 0) * 1e-9
+        ttft = a.get(semconv.LLM_TTFT)
+        self.first_token = float(ttft) if isinstance(ttft, (int, float)) else None
+        self.input_tokens = int(a.get(semconv.GEN_AI_USAGE_INPUT_TOKENS) or 0)
+        self.output_tokens = int(a.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS) or 0)
+        self.output_tps = _rate(a, semconv.LLM_OUTPUT_TOKENS_PER_SECOND, self.output_tokens,
+                                semconv.LLM_OUTPUT_GENERATION)
+        self.prefill_tps = _rate(a, semconv.LLM_PREFILL_TOKENS_PER_SECOND, self.input_tokens,
+                                 semconv.LLM_PREFILL)
+
+    def to_json(self) -> dict[str, Any]:
+        """The call as a JSON object."""
+        return {"model": self.model, "task": self.task, "trace_id": self.trace_id,
+                "span_id": self.span_id, "duration": self.duration,
+                "first_token": self.first_token, "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens,
+                "output_tokens_per_second": self.output_tps,
+                "prefill_tokens_per_second": self.prefill_tps}
+
+
+def _rate(attributes: Mapping[str, Any], recorded: str, tokens: int,
+          phase: str) -> float | None:
+    value = attributes.get(recorded)
+    if isinstance(value, (int, float)) and value > 0:
+        return float(value)
+    seconds = attributes.get(phase)
+    if tokens and isinstance(seconds, (int, float)) and seconds > 0:
+        return tokens / seconds
+    return None
+
+
+class _Group:
+    """The figures of one group of tasks (one name, or all)."""
+
+    __slots__ = ("components", "first_token", "wall")
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.components: dict[str, list[float]] = {c: [] for c in COMPONENTS}
+        self.first_token: list[float] = []
+
+    def add(self, task: TaskNode, first_tokens: list[float]) -> None:
+        budget = task.budget
+        assert budget is not None
+        self.wall.append(budget.wall)
+        for c in COMPONENTS:
+            self.components[c].append(budget.shares[c])
+        self.first_token.extend(first_tokens)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": len(self.wall), WALL: summarize(self.wall),
+                "components": {c: summarize(v) for c, v in self.components.items()},
+                FIRST_TOKEN: summarize(self.first_token)}
+
+
+class _Model:
+    """The figures of one model's calls."""
+
+    __slots__ = ("first_token", "input_tokens", "output_tokens", "output_tps", "prefill_tps")
+
+    def __init__(self) -> None:
+        self.first_token: list[float] = []
+        self.output_tps: list[float] = []
+        self.prefill_tps: list[float] = []
+        self.output_tokens = 0
+        self.input_tokens = 0
+
+    def add(self, call: CallRecord) -> None:
+        if call.first_token is not None:
+            self.first_token.append(call.first_token)
+        if call.output_tps is not None:
+            self.output_tps.append(call.output_tps)
+        if call.prefill_tps is not None:
+            self.prefill_tps.append(call.prefill_tps)
+        self.output_tokens += call.output_tokens
+        self.input_tokens += call.input_tokens
+
+    def to_json(self, calls: int) -> dict[str, Any]:
+        return {"calls": calls, FIRST_TOKEN: summarize(self.first_token),
+                "output_tokens_per_second": summarize(self.output_tps),
+                "prefill_tokens_per_second": summarize(self.prefill_tps),
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+
+
+class _Slowest:
+    """The ``n`` largest items by a key, kept in a bounded heap."""
+
+    __slots__ = ("_heap", "_n", "_seq")
+
+    def __init__(self, n: int) -> None:
+        self._n = n
+        self._heap: list[tuple[float, int, Any]] = []
+        self._seq = itertools.count()
+
+    def add(self, key: float, item: Any) -> None:
+        entry = (key, next(self._seq), item)
+        if len(self._heap) < self._n:
+            heapq.heappush(self._heap, entry)
+        elif self._n and key > self._heap[0][0]:
+            heapq.heapreplace(self._heap, entry)
+
+    def items(self) -> list[Any]:
+        return [item for _, _, item in sorted(self._heap, key=lambda e: (-e[0], e[1]))]
+
+
+class Summary:
+    """Everything the report prints, gathered task by task (:meth:`add`)."""
+
+    __slots__ = ("_all", "_by_model", "_by_name", "_calls_per_model", "_slow_calls",
+                 "_slow_tasks", "_slow_tools", "first_start_ns", "last_end_ns", "tasks",
+                 "keep_tasks")
+
+    def __init__(self, slowest: int = 5, keep_tasks: bool = False) -> None:
+        self._all = _Group()
+        self._by_name: dict[str, _Group] = {}
+        self._by_model: dict[str, _Model] = {}
+        self._calls_per_model: dict[str, int] = {}
+        self._slow_tasks = _Slowest(slowest)
+        self._slow_calls = _Slowest(slowest)
+        self._slow_tools = _Slowest(slowest)
+        self.keep_tasks = keep_tasks
+        #: The tasks added, when ``keep_tasks`` (for per-task detail and ``--json``).
+        self.tasks: list[TaskNode] = []
+        self.first_start_ns: int | None = None
+        self.last_end_ns: int | None = None
+
+    @property
+    def count(self) -> int:
+        """Tasks added."""
+        return len(self._all.wall)
+
+    def add(self, task: TaskNode, calls: list[CallRecord],
+            tools: list[tuple[str, float, str]]) -> None:
+        """One task with its own LLM calls and outermost tools (``(name, s, trace id)``)."""
+        first_tokens = [c.first_token for c in calls if c.first_token is not None]
+        self._all.add(task, first_tokens)
+        group = self._by_name.get(task.name)
+        if group is None:
+            group = self._by_name[task.name] = _Group()
+        group.add(task, first_tokens)
+        for call in calls:
+            model = self._by_model.get(call.model)
+            if model is None:
+                model = self._by_model[call.model] = _Model()
+            model.add(call)
+            self._calls_per_model[call.model] = self._calls_per_model.get(call.model, 0) + 1
+            self._slow_calls.add(call.duration, call)
+        for name, seconds, trace_id in tools:
+            self._slow_tools.add(seconds, {"tool": name, "task": task.name,
+                                           "duration": seconds, "trace_id": trace_id})
+        assert task.budget is not None
+        self._slow_tasks.add(task.budget.wall, task_json(task))
+        span = task.span
+        if self.first_start_ns is None or span.start_ns < self.first_start_ns:
+            self.first_start_ns = span.start_ns
+        if self.last_end_ns is None or span.end_ns > self.last_end_ns:
+            self.last_end_ns = span.end_ns
+        if self.keep_tasks:
+            self.tasks.append(task)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``summary`` member of the ``--json`` object."""
+        return {
+            "all": self._all.to_json(),
+            "by_name": {name: g.to_json() for name, g in sorted(self._by_name.items())},
+            "by_model": {name: m.to_json(self._calls_per_model[name])
+                         for name, m in sorted(self._by_model.items())},
+            "slowest": {
+                "tasks": self._slow_tasks.items(),
+                "llm_calls": [c.to_json() for c in self._slow_calls.items()],
+                "tools": self._slow_tools.items(),
+            },
+        }
+
+
+def task_json(task: TaskNode) -> dict[str, Any]:
+    """One task as a JSON object (an element of ``tasks``)."""
+    budget = task.budget
+    assert budget is not None
+    span = task.span
+    return {
+        "task": task.name, "trace_id": span.trace_id, "span_id": span.span_id,
+        "service": span.service, "start": iso_time(span.start_ns),
+        "start_unix_nano": span.start_ns, "wall": budget.wall, "shares": budget.shares,
+        "busy": budget.busy, "counts": budget.counts,
+        "output_tokens_per_second": budget.output_tokens_per_second,
+        "prefill_tokens_per_second": budget.prefill_tokens_per_second,
+        "parent_task": task.parent.name if task.parent is not None else None,
+    }
+
+
+def iso_time(ns: int) -> str:
+    """Epoch nanoseconds as an ISO 8601 UTC time with milliseconds."""
+    try:
+        return datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat(
+            timespec="milliseconds").replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return str(ns)
