@@ -76,19 +76,33 @@ class TestCapacity:
 
         sim = make_sim(prefill_tps=10_000.0)  # 500 tokens -> 50 ms each
         with concurrent.futures.ThreadPoolExecutor(3) as pool:
-            list(pool.map(lambda _: _chat(sim, 2000, 2), range(3)))
-        queues = sorted(r["queue_s"] for r in sim.wait_truth(3))
-        assert queues[0] < 0.02 and queues[2] > 0.05  # waited for >= 1 other prefill
+            # the gate, not the threads' luck, makes the three arrive together
+            with sim.held_admission(3) as gate:
+                sent = [pool.submit(_chat, sim, 2000, 2) for _ in range(3)]
+            assert all(f.result().status_code == 200 for f in sent)
+        recs = sorted(sim.wait_truth(3), key=lambda r: r["prefill_started_at_mono"])
+        starts = [r["prefill_started_at_mono"] for r in recs]
+        # one prefill at a time: each starts after the one before it has ended
+        for before, after in zip(recs, recs[1:]):
+            assert after["prefill_started_at_mono"] >= (
+                before["prefill_started_at_mono"] + before["prefill_s"])
+        assert starts[1] - gate.opened_at_mono >= 0.05  # waited for 1 other prefill
+        assert starts[2] - gate.opened_at_mono >= 0.10  # and the last for 2
+        assert recs[2]["queue_s"] >= 0.10
 
     def test_max_batch_queues_beyond_the_batch(self, make_sim) -> None:
         import concurrent.futures
 
         sim = make_sim(max_batch=1, output_tps=500.0)  # 20 tokens -> ~40 ms decode
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            list(pool.map(lambda _: _chat(sim, 8, 20), range(2)))
-        queues = sorted(r["queue_s"] for r in sim.wait_truth(2))
-        # ~40 ms if both arrive together; a loaded machine may start the second one late.
-        assert queues[1] > 0.005
+            with sim.held_admission(2) as gate:
+                sent = [pool.submit(_chat, sim, 8, 20) for _ in range(2)]
+            assert all(f.result().status_code == 200 for f in sent)
+        first, second = sorted(sim.wait_truth(2), key=lambda r: r["prefill_started_at_mono"])
+        # one seat: the second is admitted only once the first has streamed its last token
+        assert second["prefill_started_at_mono"] >= first["last_token_at_mono"]
+        assert second["prefill_started_at_mono"] - gate.opened_at_mono >= 19 / 500.0
+        assert second["queue_s"] >= 19 / 500.0
 
 
 class TestTruthFile:
