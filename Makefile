@@ -7,11 +7,16 @@ VENV ?= .venv
 LEGACY ?= .venv-legacy
 # aider pins openai 2.x and litellm exactly: it gets a virtual environment of its own.
 AIDER ?= .venv-aider
+# Arize Phoenix, the real trace backend the backend tests send to: a server with its own pins.
+PHOENIX ?= .venv-phoenix
 PYTEST_ARGS ?=
 # The older SDK line, on httpx/httpcore instead of httpx2/httpcore2.
 LEGACY_PINS ?= "openai>=1.40,<2" "anthropic>=0.40,<0.50" "mcp>=1.9,<2"
-# Debian packages: iptables and libnetfilter-queue for the simulator's kernel-delay mode.
-SYSTEM_PACKAGES ?= iptables libnetfilter-queue-dev build-essential
+# Debian packages: iptables and libnetfilter-queue for the simulator's kernel-delay mode;
+# Prometheus and Alertmanager for the production-stack tests (tests/production); iproute2 for
+# network namespaces, for servers that must not be reachable from outside (Phoenix).
+SYSTEM_PACKAGES ?= iptables libnetfilter-queue-dev build-essential iproute2 prometheus \
+	prometheus-alertmanager
 
 # netfilterqueue builds against libnetfilter-queue-dev; without it the kernel-delay tests skip.
 define kernel_delay_deps
@@ -54,6 +59,12 @@ $(AIDER)/.test-installed: pyproject.toml
 	$(AIDER)/bin/python -m pip install -q -e . pytest
 	touch $@
 
+$(PHOENIX)/.test-installed: pyproject.toml
+	$(PYTHON) -m venv $(PHOENIX)
+	$(PHOENIX)/bin/python -m pip install -q --upgrade pip
+	$(PHOENIX)/bin/python -m pip install -q 'arize-phoenix>=12,<21'
+	touch $@
+
 system-packages:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -61,15 +72,18 @@ system-packages:
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing system packages:$$missing"; \
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
-	      || echo "WARNING: could not install$$missing: the kernel-delay tests will skip"; \
+	      || echo "WARNING: could not install$$missing: their tests will skip or fail"; \
 	  else echo "not root: skipping system packages$$missing (their tests skip)"; fi; \
 	fi
 
-test: system-packages $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed
+test: system-packages $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed \
+      $(PHOENIX)/.test-installed
 	$(MAKE) test-current test-legacy
 
 test-current: $(VENV)/.test-installed
-	AGENT_LATENCY_AIDER_PYTHON=$(abspath $(AIDER))/bin/python $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	AGENT_LATENCY_AIDER_PYTHON=$(abspath $(AIDER))/bin/python \
+	AGENT_LATENCY_PHOENIX=$(abspath $(PHOENIX))/bin/phoenix \
+	  $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 # The tests that talk to the SDKs, again on their older httpx-based releases.
 test-legacy: $(LEGACY)/.test-installed

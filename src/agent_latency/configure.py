@@ -13,7 +13,6 @@ something already made the process a task, the whole process becomes one
 from __future__ import annotations
 
 import atexit
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,10 +22,17 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from . import semconv
+from . import _exporters, semconv
 from ._env import env_flag, env_number
+from ._export_guard import (
+    DEFAULT_EXIT_TIMEOUT_S,
+    guard_metric_reader_exporter,
+    guard_span_exporter,
+    report_failures,
+    shut_down_within,
+)
 from ._local import JsonLinesSpanExporter, TaskSummaryPrinter
 from ._log import internal_error, logger, warn_once
 from ._scope import end_open_tasks
@@ -48,6 +54,8 @@ class _State:
 _state: _State | None = None
 _lock = threading.Lock()
 _atexit_registered = False
+# Providers instrument() built (shut down at exit by us, within the exit bound).
+_built_providers: list[Any] = []
 
 
 def is_instrumented() -> bool:
@@ -96,6 +104,7 @@ def _instrument(summary: bool | None, targets: list[str] | None,
         if not hasattr(provider, "add_span_processor"):
             if _is_proxy(provider):
                 provider, local_default, path = _build_tracer_provider()
+                _built_providers.append(provider)
                 state.owns_provider = True
                 state.traces_path = path
             else:
@@ -105,16 +114,18 @@ def _instrument(summary: bool | None, targets: list[str] | None,
                 provider = None
         if provider is not None:
             state.tracer_provider = provider  # type: ignore[assignment]
+            if meter_provider is None:
+                meter_provider = _meter_provider()
             state.processor = BudgetSpanProcessor(
-                meter_provider or _meter_provider(),
+                meter_provider,
                 max_open_tasks=int(env_number(semconv.ENV_MAX_OPEN_TASKS, 10_000)),
                 max_task_age=env_number(semconv.ENV_TASK_MAX_AGE, 24 * 3600.0),
             )
             # Budget first: its on_end must run before exporters' in the same provider.
-            provider.add_span_processor(state.processor)  # type: ignore[union-attr]
+            _add_span_processor(provider, state.processor)
             if env_flag(semconv.ENV_SUMMARY, local_default if summary is None else summary):
                 state.summary = TaskSummaryPrinter()
-                provider.add_span_processor(state.summary)  # type: ignore[union-attr]
+                _add_span_processor(provider, state.summary)
             if state.owns_provider:
                 trace.set_tracer_provider(provider)  # type: ignore[arg-type]
         from .instrumentation import _all
@@ -171,8 +182,32 @@ def traces_path() -> Path | None:
 
 
 def _at_exit() -> None:
+    """Ends open tasks, then shuts down the providers we built within the exit bound."""
     if _state is not None:
         end_open_tasks()
+    # Providers we built stay global after uninstrument(): they are flushed here either way.
+    shut_down_within(_built_providers, env_number(semconv.ENV_EXIT_TIMEOUT,
+                                                  DEFAULT_EXIT_TIMEOUT_S))
+    report_failures()
+
+
+def _add_span_processor(provider: Any, processor: SpanProcessor) -> None:
+    """Adds ``processor`` beside every processor ``provider`` already has.
+
+    Some vendors' providers replace their own exporting processor on the first
+    ``add_span_processor`` unless told not to (Phoenix's ``register()`` does, with
+    ``replace_default_processor``): that would silently stop the host's export.
+    """
+    import inspect
+
+    try:
+        parameters = inspect.signature(provider.add_span_processor).parameters
+    except (TypeError, ValueError):
+        parameters = {}  # type: ignore[assignment]
+    if "replace_default_processor" in parameters:
+        provider.add_span_processor(processor, replace_default_processor=False)
+    else:
+        provider.add_span_processor(processor)
 
 
 def _open_implicit_process_task() -> None:
@@ -204,99 +239,47 @@ def _is_proxy(provider: object) -> bool:
 
 
 def _meter_provider() -> metrics.MeterProvider:
-    """The program's meter provider, or one we build when an OTLP endpoint is set."""
+    """The program's meter provider, or one we build from ``OTEL_METRICS_EXPORTER`` (by
+    default OTLP when an endpoint is set)."""
     provider = metrics.get_meter_provider()
     if not _is_proxy(provider):
         return provider
-    exporter_names = _exporter_names("OTEL_METRICS_EXPORTER")
-    if exporter_names is None:
-        exporter_names = ["otlp"] if _otlp_endpoint_set("METRICS") else []
-    readers = []
-    for name in exporter_names:
-        exporter = _metric_exporter(name)
-        if exporter is not None:
-            from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-
-            readers.append(PeriodicExportingMetricReader(exporter))
+    names = _exporters.exporter_names("OTEL_METRICS_EXPORTER")
+    if names is None:
+        names = ["otlp"] if _exporters.otlp_endpoint_set("METRICS") else []
+    readers = _exporters.metric_readers(names, guard=guard_metric_reader_exporter)
     if not readers:
         # Nowhere to send metrics: leave the proxy, so a provider the program sets later
         # still receives our instruments.
         return provider
     from opentelemetry.sdk.metrics import MeterProvider
 
-    built = MeterProvider(metric_readers=readers, resource=Resource.create())
+    # Shut down by our exit hook, within its bound, not by the SDK's unbounded one.
+    built = MeterProvider(metric_readers=readers, resource=Resource.create(),
+                          shutdown_on_exit=False)
     metrics.set_meter_provider(built)
+    _built_providers.append(built)
     return built
 
 
 def _build_tracer_provider() -> tuple[TracerProvider, bool, Path | None]:
-    """A provider from the ``OTEL_*`` variables; ``True`` when it is the local default."""
-    provider = TracerProvider(resource=Resource.create())
-    names = _exporter_names("OTEL_TRACES_EXPORTER")
-    local_default = names is None and not _otlp_endpoint_set("TRACES")
-    if local_default:
-        directory = Path(os.environ.get(semconv.ENV_OUTPUT_DIR, ".agent-latency"))
-        path = directory / "traces.jsonl"
-        provider.add_span_processor(BatchSpanProcessor(JsonLinesSpanExporter(path)))
+    """A provider from the ``OTEL_*`` variables; ``True`` when it is the local default.
+
+    No exporter variable and no OTLP endpoint: the local default (the JSON-lines file).
+    ``OTEL_TRACES_EXPORTER`` unset with an endpoint: OTLP.  Otherwise the exporters it
+    names, ``none`` meaning none at all (budgets are still computed and printed if asked).
+    """
+    # Shut down by our exit hook, within its bound, not by the SDK's unbounded one.
+    provider = TracerProvider(resource=Resource.create(), shutdown_on_exit=False)
+    names = _exporters.exporter_names("OTEL_TRACES_EXPORTER")
+    if names is None and not _exporters.otlp_endpoint_set("TRACES"):
+        path = _exporters.default_traces_path()
+        provider.add_span_processor(
+            BatchSpanProcessor(guard_span_exporter(JsonLinesSpanExporter(path))))
         return provider, True, path
-    for name in names or ["otlp"]:
-        exporter = _span_exporter(name)
-        if exporter is not None:
-            provider.add_span_processor(BatchSpanProcessor(exporter))
-    return provider, False, None
-
-
-def _exporter_names(variable: str) -> list[str] | None:
-    raw = os.environ.get(variable)
-    if raw is None or not raw.strip():
-        return None
-    return [n.strip().lower() for n in raw.split(",") if n.strip() and n.strip() != "none"]
-
-
-def _otlp_endpoint_set(signal: str) -> bool:
-    return bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-                or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT"))
-
-
-def _protocol(signal: str) -> str:
-    return (os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
-            or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
-
-
-def _span_exporter(name: str) -> SpanExporter | None:
-    if name == "otlp":
-        if _protocol("TRACES") == "grpc":
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
-                OTLPSpanExporter,
-            )
-        return OTLPSpanExporter()
-    if name == "console":
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-
-        return ConsoleSpanExporter()
-    if name == "jsonl":
-        directory = Path(os.environ.get(semconv.ENV_OUTPUT_DIR, ".agent-latency"))
-        return JsonLinesSpanExporter(directory / "traces.jsonl")
-    warn_once(f"exporter-{name}", "agent-latency: unknown OTEL_TRACES_EXPORTER %r ignored "
-              "(known: otlp, console, jsonl, none)", name)
-    return None
-
-
-def _metric_exporter(name: str) -> Any:
-    if name == "otlp":
-        if _protocol("METRICS") == "grpc":
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-        else:
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
-                OTLPMetricExporter,
-            )
-        return OTLPMetricExporter()
-    if name == "console":
-        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
-
-        return ConsoleMetricExporter()
-    warn_once(f"metric-exporter-{name}", "agent-latency: unknown OTEL_METRICS_EXPORTER %r "
-              "ignored (known: otlp, console, none)", name)
-    return None
+    path = None
+    for exporter in _exporters.span_exporters(["otlp"] if names is None else names):
+        if isinstance(exporter, JsonLinesSpanExporter):
+            path = exporter.path
+        provider.add_span_processor(BatchSpanProcessor(guard_span_exporter(exporter)))
+    return provider, False, path

@@ -180,6 +180,16 @@ class BudgetSpanProcessor(SpanProcessor):
             description="Share of a task's wall time spent in each budget component.",
             explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
         )
+        self._task_connections = meter.create_histogram(
+            semconv.METRIC_TASK_NEW_CONNECTIONS, unit="{connection}",
+            description="New connections (TCP connects) one task opened.",
+            explicit_bucket_boundaries_advisory=list(semconv.COUNT_BUCKETS),
+        )
+        self._tool_duration = meter.create_histogram(
+            semconv.METRIC_TOOL_DURATION, unit="s",
+            description="Duration of one tool call inside a task (outermost tools only).",
+            explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
+        )
         _hooks.register(self.finish_task)
 
     # -- SpanProcessor ---------------------------------------------------------------
@@ -256,6 +266,11 @@ class BudgetSpanProcessor(SpanProcessor):
                                        "tool", top, 0, attrs.get(_TOOL_NAME, "")))
                 if top == sid:
                     task.counts["tool_calls"] += 1
+                    # Tool names are code-chosen (function, executable, MCP tool): bounded.
+                    name = attrs.get(_TOOL_NAME)
+                    self._tool_duration.record(
+                        (span._end_time - span._start_time) / 1e9,
+                        {_TOOL_NAME: name} if name else None)
                 if len(task.intervals) > _MAX_INTERVALS_PER_TASK:
                     task.intervals = _merge_per_component(task.intervals)
                 return
@@ -356,6 +371,7 @@ class BudgetSpanProcessor(SpanProcessor):
         record = self._task_duration.record
         for component, attributes in _METRIC_ATTRIBUTES:
             record(budget.shares[component], attributes)
+        self._task_connections.record(budget.counts.get("new_connections", 0))
 
     def _sweep(self) -> None:
         """Forget open spans whose task is gone (spans that never ended, or evicted tasks)."""

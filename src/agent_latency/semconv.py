@@ -140,6 +140,16 @@ METRIC_LLM_OUTPUT_TOKENS_PER_SECOND: Final = "agent_latency.llm.output_tokens_pe
 TOKENS_PER_SECOND_BUCKETS: Final = (
     1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0, 6400.0,
 )
+# Dashboards and alerts (issue 10): prefill speed per call, new connections per task, tool
+# time by tool.  The prefill metric shares its name with the span attribute it aggregates.
+METRIC_LLM_PREFILL_TOKENS_PER_SECOND: Final = "agent_latency.llm.prefill_tokens_per_second"
+PREFILL_TOKENS_PER_SECOND_BUCKETS: Final = (
+    10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 25000.0,
+    50000.0, 100000.0,
+)
+METRIC_TASK_NEW_CONNECTIONS: Final = "agent_latency.task.new_connections"
+COUNT_BUCKETS: Final = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
+METRIC_TOOL_DURATION: Final = "agent_latency.tool.duration"
 
 # --- environment variables of ours ----------------------------------------------------
 ENV_CAPTURE_COMMAND: Final = "AGENT_LATENCY_CAPTURE_COMMAND"
@@ -149,6 +159,7 @@ ENV_OUTPUT_DIR: Final = "AGENT_LATENCY_DIR"
 ENV_SUMMARY: Final = "AGENT_LATENCY_SUMMARY"
 ENV_MAX_OPEN_TASKS: Final = "AGENT_LATENCY_MAX_OPEN_TASKS"
 ENV_TASK_MAX_AGE: Final = "AGENT_LATENCY_TASK_MAX_AGE"
+ENV_EXIT_TIMEOUT: Final = "AGENT_LATENCY_EXIT_TIMEOUT"
 
 # --- tools: processes, MCP, framework tools (issue 5) -----------------------------------
 TOOL_TYPE_FUNCTION: Final = "function"
@@ -192,6 +203,10 @@ PROVIDER_GCP_GEMINI: Final = "gcp.gemini"
 SPAN_NETWORK: Final = "network"
 SPAN_PREFILL: Final = "prefill"
 SPAN_OUTPUT_GENERATION: Final = "output_generation"
+# OpenInference's span kind, on the spans that would otherwise show as UNKNOWN in Phoenix and
+# other OpenInference-aware UIs (the phase children; theirs is inferred from gen_ai.*).
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+PHASE_SPAN_ATTRIBUTES: Final = {OPENINFERENCE_SPAN_KIND: "CHAIN"}
 ENV_CAPTURE_MESSAGE_CONTENT: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 RTT_SOURCE_TCP_INFO: Final = "tcp_info"
 RTT_SOURCE_CONNECT: Final = "connect"

@@ -12,7 +12,8 @@ from ... import semconv
 class Instruments:
     """Every histogram of one meter provider, created once."""
 
-    __slots__ = ("duration", "provider", "tokens", "tps", "tpoc", "ttfc", "ttft")
+    __slots__ = ("duration", "prefill_tps", "provider", "tokens", "tps", "tpoc", "ttfc",
+                 "ttft")
 
     def __init__(self, provider: Any) -> None:
         meter = provider.get_meter("agent_latency")
@@ -42,6 +43,11 @@ class Instruments:
             semconv.METRIC_LLM_OUTPUT_TOKENS_PER_SECOND, unit="{token}/s",
             description="Output tokens per second of output generation.",
             explicit_bucket_boundaries_advisory=list(semconv.TOKENS_PER_SECOND_BUCKETS))
+        self.prefill_tps = meter.create_histogram(
+            semconv.METRIC_LLM_PREFILL_TOKENS_PER_SECOND, unit="{token}/s",
+            description="Input tokens per second of prefill (measured streams only).",
+            explicit_bucket_boundaries_advisory=list(
+                semconv.PREFILL_TOKENS_PER_SECOND_BUCKETS))
 
 
 _global: Instruments | None = None

@@ -229,7 +229,7 @@ def _phase_spans(call: LLMCall, phases: CallPhases, end_ns: int) -> None:
     ``output_generation`` children, laid out from the span start as the processor does.
 
     The stream's tail stays on the parent (``agent_latency.llm.tail``): three children at
-    most, each without attributes, keeps the per-call cost down.
+    most, each with one attribute (OpenInference's span kind), keeps the per-call cost down.
     """
     ctx = call.context
     start_span = call.settings.tracer().start_span
@@ -242,7 +242,8 @@ def _phase_spans(call: LLMCall, phases: CallPhases, end_ns: int) -> None:
         if seconds <= 0:
             continue
         end = min(end_ns, cursor + round(seconds * to_ns))
-        start_span(name, context=ctx, start_time=cursor).end(end_time=end)
+        start_span(name, context=ctx, start_time=cursor,
+                   attributes=semconv.PHASE_SPAN_ATTRIBUTES).end(end_time=end)
         cursor = end
 
 
@@ -274,5 +275,10 @@ def _metrics(call: LLMCall, duration: float, phases: CallPhases, attrs: dict[str
     if per_chunk is not None:
         inst.tpoc.record(per_chunk, base)
     tps = attrs.get(semconv.LLM_OUTPUT_TOKENS_PER_SECOND)
-    if tps is not None and call.t_first is not None:  # measured, not estimated
+    if call.t_first is None:  # speeds only when measured, not estimated
+        return
+    if tps is not None:
         inst.tps.record(tps, base)
+    prefill_tps = attrs.get(semconv.LLM_PREFILL_TOKENS_PER_SECOND)
+    if prefill_tps is not None:
+        inst.prefill_tps.record(prefill_tps, base)

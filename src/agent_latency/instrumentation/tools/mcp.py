@@ -267,12 +267,14 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             span, "attributes") else None
         # "network" is the budget phase that counts as network overhead.
         net = t.start_span("mcp transport", context=ctx, start_time=start_ns,
-                           attributes={semconv.COMPONENT: "network"})
+                           attributes={semconv.COMPONENT: "network",
+                                       **semconv.PHASE_SPAN_ATTRIBUTES})
         net.end(end_time=split_ns)
         srv = t.start_span(f"mcp server {tool_name or ''}".strip(), context=ctx,
                            start_time=split_ns,
                            attributes={semconv.COMPONENT: semconv.TOOL_EXECUTION,
-                                       semconv.GEN_AI_TOOL_NAME: tool_name or "mcp"})
+                                       semconv.GEN_AI_TOOL_NAME: tool_name or "mcp",
+                                       **semconv.PHASE_SPAN_ATTRIBUTES})
         srv.end(end_time=end_ns)
         span.end(end_time=end_ns)
 

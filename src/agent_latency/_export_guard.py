@@ -1,0 +1,303 @@
+"""Exporters of ours that fail quietly and once: a dead or wrong backend never floods the
+host's log, never slows its exit past a bound, and is counted.
+
+Every exporter ``instrument()`` builds is wrapped:
+
+* the first failure per destination is one warning; the exporter's own per-batch log lines
+  (the OTLP exporters log each failed batch and each retry) are held back while our export
+  runs, and their text becomes the reason in that warning;
+* a metrics endpoint that answers 404, 405 or ``UNIMPLEMENTED`` takes no metrics (Phoenix,
+  Jaeger): one warning saying to set ``OTEL_METRICS_EXPORTER=none``, then metrics export
+  stops while traces go on;
+* at exit, providers we built are shut down within ``AGENT_LATENCY_EXIT_TIMEOUT`` seconds
+  (default 2) whatever the backend does, and each destination that failed gets one line
+  with its count.
+
+The wrappers read two private fields of the SDK's exporters (the endpoint, for the message,
+and a metric exporter's preferred temporality and aggregation, which the SDK's periodic
+reader reads straight from the exporter); nothing else here depends on SDK internals.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from ._log import logger
+
+DEFAULT_EXIT_TIMEOUT_S = 2.0
+# The loggers of the exporters that log every failed batch and retry.
+_EXPORTER_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
+    "opentelemetry.exporter.zipkin.json",
+)
+_NO_METRICS_HERE = re.compile(r"\bcode: (404|405)\b|UNIMPLEMENTED")
+
+
+class _Held(threading.local):
+    """Per thread: the destination of our export running now, and the last message its
+    exporter logged (held back)."""
+
+    def __init__(self) -> None:
+        self.destination: Destination | None = None
+        self.reason: str | None = None
+
+
+_held = _Held()
+
+
+class _HoldBackOurExportLogs(logging.Filter):
+    """Keeps the exporter's own warnings out of the log while one of *our* exports runs on
+    this thread (the host's exporters log as they always did)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        destination = _held.destination
+        if destination is None or record.levelno < logging.WARNING:
+            return True
+        try:
+            _held.reason = record.getMessage()[:300]
+        except Exception:  # noqa: BLE001 - a malformed record is still held back
+            _held.reason = record.msg if isinstance(record.msg, str) else None
+        # A retry in progress is trouble already: say so now, not after the retries.
+        destination.trouble(_held.reason)
+        return False
+
+
+_filter = _HoldBackOurExportLogs()
+_filter_installed = False
+_destinations: list[Destination] = []
+_guards: list[Any] = []
+# Set by the exit flush: from then on, trouble ends an exporter's retries at once.
+_exiting = False
+_registry_lock = threading.Lock()
+
+
+class Destination:
+    """One place our data goes, and how exporting there has gone this run."""
+
+    __slots__ = ("batches", "dropped", "failures", "give_up", "healthy", "lock", "name",
+                 "signal", "stopped", "warned")
+
+    def __init__(self, signal: str, name: str, *, warns_itself: bool = False) -> None:
+        self.signal = signal  # "spans" or "metrics"
+        self.name = name
+        self.batches = 0
+        self.failures = 0
+        self.dropped = 0
+        self.healthy = True  # the last export succeeded (or none ran yet)
+        self.give_up: Any = None  # ends the exporter's retries (set by its guard)
+        self.stopped = False
+        # Our own exporters (the local file) already say once what went wrong.
+        self.warned = warns_itself
+        self.lock = threading.Lock()
+
+    def succeeded(self) -> None:
+        with self.lock:
+            self.batches += 1
+            self.healthy = True
+
+    def failed(self, items: int, reason: str | None) -> None:
+        with self.lock:
+            self.batches += 1
+            self.failures += 1
+            self.dropped += items
+        self.trouble(reason)
+
+    def trouble(self, reason: str | None) -> None:
+        """The exporter failed or is retrying: one warning per destination and run."""
+        with self.lock:
+            self.healthy = False
+            first, self.warned = not self.warned, True
+        if _exiting and self.give_up is not None:
+            # Retrying now would only spend the exit bound: what is left is lost, and said so.
+            self.give_up()
+        if self.signal == "metrics" and reason and _NO_METRICS_HERE.search(reason):
+            if not self.stopped:
+                self.stopped = True
+                logger.warning(
+                    "agent-latency: %s takes no metrics (%s): it looks like a trace-only "
+                    "backend. Set OTEL_METRICS_EXPORTER=none, or send metrics elsewhere with "
+                    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT; metrics export stopped, traces go on",
+                    self.name, reason)
+            return
+        if first:
+            logger.warning("agent-latency: cannot export %s to %s (%s); later failures are "
+                           "counted and reported at exit", self.signal, self.name,
+                           reason or "the exporter reported a failure")
+
+    def report(self) -> None:
+        if self.failures and not self.stopped:
+            logger.warning("agent-latency: %d of %d exports of %s to %s failed; %d %s lost",
+                           self.failures, self.batches, self.signal, self.name,
+                           self.dropped, "spans" if self.signal == "spans" else "points")
+
+
+def _destination(signal: str, exporter: object) -> Destination:
+    global _filter_installed
+    name = str(getattr(exporter, "_endpoint", None) or getattr(exporter, "path", None)
+               or type(exporter).__name__)
+    destination = Destination(signal, name, warns_itself=type(exporter).__module__.startswith(
+        "agent_latency."))
+    with _registry_lock:
+        _destinations.append(destination)
+        if not _filter_installed:
+            for logger_name in _EXPORTER_LOGGERS:
+                logging.getLogger(logger_name).addFilter(_filter)
+            _filter_installed = True
+    return destination
+
+
+def _run_export(destination: Destination, items: int, export: Any, *args: Any) -> bool:
+    """Runs one export with the exporter's own log lines held back; True on success."""
+    outer = _held.destination
+    _held.destination, _held.reason = destination, None
+    try:
+        ok = export(*args)
+    except Exception as exc:  # noqa: BLE001 - an exporter's bug is a failed export
+        ok, _held.reason = False, f"{type(exc).__name__}: {exc}"
+    finally:
+        _held.destination = outer
+    if ok:
+        destination.succeeded()
+    else:
+        destination.failed(items, _held.reason)
+    return bool(ok)
+
+
+class GuardedSpanExporter(SpanExporter):
+    """A span exporter of ours, failing quietly and once (see the module's docstring)."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.destination = _destination("spans", inner)
+        self.destination.give_up = self.shutdown
+        self.is_shut_down = False
+        _guards.append(self)
+
+    def export(self, spans: Sequence[Any]) -> SpanExportResult:
+        ok = _run_export(self.destination, len(spans),
+                         lambda: self.inner.export(spans) is SpanExportResult.SUCCESS)
+        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        if self.is_shut_down:  # at exit, and again by its processor
+            return
+        self.is_shut_down = True
+        try:
+            self.inner.shutdown()
+        except Exception:  # noqa: BLE001
+            logger.debug("agent-latency: exporter shutdown failed", exc_info=True)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        try:
+            return bool(self.inner.force_flush(timeout_millis))
+        except Exception:  # noqa: BLE001
+            return False
+
+
+class GuardedMetricExporter(MetricExporter):
+    """A push metric exporter of ours: fails quietly and once, stops on a trace-only backend."""
+
+    def __init__(self, inner: MetricExporter) -> None:
+        # The SDK's periodic reader reads these two straight from the exporter.
+        super().__init__(preferred_temporality=getattr(inner, "_preferred_temporality", None),
+                         preferred_aggregation=getattr(inner, "_preferred_aggregation", None))
+        self.inner = inner
+        self.destination = _destination("metrics", inner)
+        self.destination.give_up = self.shutdown
+        self.is_shut_down = False
+        _guards.append(self)
+
+    def export(self, metrics_data: Any, timeout_millis: float = 10_000,
+               **kwargs: Any) -> MetricExportResult:
+        if self.destination.stopped:
+            return MetricExportResult.FAILURE
+        points = _count_points(metrics_data)
+        ok = _run_export(self.destination, points, lambda: self.inner.export(
+            metrics_data, timeout_millis=timeout_millis, **kwargs) is MetricExportResult.SUCCESS)
+        return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        try:
+            return bool(self.inner.force_flush(timeout_millis=timeout_millis))
+        except Exception:  # noqa: BLE001
+            return False
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        if self.is_shut_down:
+            return
+        self.is_shut_down = True
+        try:
+            self.inner.shutdown(timeout_millis=timeout_millis, **kwargs)
+        except Exception:  # noqa: BLE001
+            logger.debug("agent-latency: metric exporter shutdown failed", exc_info=True)
+
+
+def _count_points(metrics_data: Any) -> int:
+    try:
+        return sum(len(m.data.data_points) for rm in metrics_data.resource_metrics
+                   for sm in rm.scope_metrics for m in sm.metrics)
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def guard_span_exporter(exporter: SpanExporter) -> SpanExporter:
+    """``exporter`` wrapped so that it fails quietly and once."""
+    return GuardedSpanExporter(exporter)
+
+
+def guard_metric_reader_exporter(exporter: Any) -> Any:
+    """A push metric exporter wrapped; anything else (a pull reader) as it is."""
+    return GuardedMetricExporter(exporter) if isinstance(exporter, MetricExporter) else exporter
+
+
+def shut_down_within(providers: Sequence[Any], timeout_s: float) -> bool:
+    """Shuts ``providers`` down (their final flush included) within ``timeout_s`` seconds;
+    False when the bound ran out first (what was still being sent is abandoned: the thread
+    doing it is a daemon, and the process exits without it)."""
+    global _exiting
+    if not providers:
+        return True
+    _exiting = True
+    # A destination that is failing now would only spend the bound on retries: its exporter
+    # is shut down first, which ends them; what it still holds is counted as lost.
+    for guard in list(_guards):
+        if not guard.destination.healthy:
+            guard.shutdown()
+
+    def shut_down() -> None:
+        for provider in providers:
+            try:
+                provider.shutdown()
+            except Exception:  # noqa: BLE001
+                logger.debug("agent-latency: provider shutdown failed", exc_info=True)
+
+    started = time.monotonic()
+    worker = threading.Thread(target=shut_down, name="agent-latency-exit-flush", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        logger.warning("agent-latency: the exporters did not finish within %.1f s at exit "
+                       "(AGENT_LATENCY_EXIT_TIMEOUT); what was still being sent is lost",
+                       time.monotonic() - started)
+        return False
+    return True
+
+
+def report_failures() -> None:
+    """One line per destination that failed this run, with its counts."""
+    with _registry_lock:
+        destinations = list(_destinations)
+    for destination in destinations:
+        destination.report()
