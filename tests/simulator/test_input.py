@@ -202,3 +202,14 @@ class TestClientDisconnect:
             time.sleep(0.2)
             stderr = proc.stderr
         assert "Traceback" not in stderr and "Error" not in stderr, stderr
+
+    def test_silent_while_the_body_is_read(self, sim, caplog) -> None:
+        caplog.set_level(logging.INFO)
+        host, port = sim.base_url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+                         b'{"model": "m", "messages": [')
+            time.sleep(0.1)
+        time.sleep(0.3)
+        assert not _log_errors(caplog), [r.getMessage() for r in caplog.records]
