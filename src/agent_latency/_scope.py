@@ -13,6 +13,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import _hooks, semconv
+from ._env import env_flag
 from ._log import internal_error, warn_once
 from ._version import __version__
 
@@ -39,8 +40,6 @@ def detach(token: object) -> None:
 def capture_command() -> bool:
     """Whether ``AGENT_LATENCY_CAPTURE_COMMAND`` lets command lines and error messages of
     tools, processes and tasks onto spans (read per error: errors are rare)."""
-    from ._env import env_flag
-
     return env_flag(semconv.ENV_CAPTURE_COMMAND, False)
 
 
