@@ -171,8 +171,15 @@ def _excepthook_wrapper(original: Any) -> Any:
     def excepthook(exc_type: Any, exc: Any, tb: Any) -> Any:
         try:
             if process_task.is_open:
-                process_task.error = (exc_type.__qualname__, str(exc) or exc_type.__name__)
-                process_task.span.record_exception(exc)
+                from ._scope import capture_command, error_description
+
+                capture = capture_command()
+                process_task.error = (exc_type.__qualname__, error_description(exc, capture))
+                if capture:
+                    process_task.span.record_exception(exc)
+                else:
+                    process_task.span.add_event(
+                        "exception", {"exception.type": exc_type.__qualname__})
         except Exception:  # noqa: BLE001
             pass
         return original(exc_type, exc, tb)

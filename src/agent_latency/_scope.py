@@ -14,6 +14,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import _hooks, semconv
+from ._env import env_flag
 from ._log import FAULTS, fault, internal_error, warn_once
 from ._version import __version__
 
@@ -40,10 +41,47 @@ def detach(token: object) -> None:
         pass
 
 
-def mark_error(span: Span, exc: BaseException) -> None:
-    """Status ERROR and ``error.type`` for an exception that ended the span's work."""
+def capture_command() -> bool:
+    """Whether ``AGENT_LATENCY_CAPTURE_COMMAND`` lets command lines and error messages of
+    tools, processes and tasks onto spans (read per error: errors are rare)."""
+    return env_flag(semconv.ENV_CAPTURE_COMMAND, False)
+
+
+def error_description(exc: BaseException, capture: bool | None = None) -> str:
+    """A span status description for ``exc``: its message only where capture is on.
+
+    A message carries what the failing code held: ``CalledProcessError`` the whole command
+    line (``--token=...``), an SDK error the request URL or prompt text. Off, the type only.
+    """
+    if capture is None:
+        capture = capture_command()
+    name = type(exc).__name__
+    if not capture:
+        return name
+    try:
+        return str(exc) or name
+    except Exception:  # noqa: BLE001 - a broken __str__ must not break the host
+        return name
+
+
+def mark_error(span: Span, exc: BaseException, capture: bool | None = None) -> None:
+    """Status ERROR and ``error.type`` for an exception that ended the span's work; the
+    message only with command capture on (``capture`` None: the environment decides)."""
     span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-    span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+    span.set_status(Status(StatusCode.ERROR, error_description(exc, capture)))
+
+
+def record_error(span: Span, exc: BaseException, capture: bool | None = None) -> None:
+    """:func:`mark_error` plus the ``exception`` event: with capture on, OpenTelemetry's own
+    (type, message, stack trace); off, the type alone, since a stack trace holds the message
+    and the source lines around the raise (a literal ``--token=...`` among them)."""
+    if capture is None:
+        capture = capture_command()
+    mark_error(span, exc, capture)
+    if capture:
+        span.record_exception(exc)
+    else:
+        span.add_event("exception", {"exception.type": type(exc).__qualname__})
 
 
 def tracer() -> trace.Tracer:
@@ -120,8 +158,7 @@ class _Scope:
             if FAULTS:
                 fault(f"{type(self).__name__}.__exit__")
             if exc is not None:
-                mark_error(span, exc)
-                span.record_exception(exc)
+                record_error(span, exc)
             end_ns = time.time_ns()
             self._before_end(span, end_ns)
             span.end(end_time=end_ns)
@@ -258,8 +295,7 @@ def end_task(span: Span, exc: BaseException | None = None) -> bool:
         if _open_tasks.pop(id(span), None) is None:
             return False
         if exc is not None:
-            mark_error(span, exc)
-            span.record_exception(exc)
+            record_error(span, exc)
         end_ns = time.time_ns()
         _finish_budget(span, end_ns)
         span.end(end_time=end_ns)

@@ -9,6 +9,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from ... import semconv
 from ..._log import FAULTS, fault, internal_error
+from ..._scope import error_description
 from ...budget import CallMarks, CallPhases, call_phases, split_server_time
 from . import _rates
 from ._call import LLMCall
@@ -140,9 +141,14 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
     if error is not None:
         err_type = type(error).__qualname__
         attrs[semconv.ERROR_TYPE] = err_type
-        span.set_status(Status(StatusCode.ERROR, str(error) or err_type))
+        # An SDK's message can hold prompt text or the URL with its credentials: only
+        # with content capture on (the type, error.type, always).
+        span.set_status(Status(StatusCode.ERROR, error_description(error, call.capture)))
         if not isinstance(error, (GeneratorExit,)):
-            span.record_exception(error)
+            if call.capture:
+                span.record_exception(error)
+            else:
+                span.add_event("exception", {"exception.type": err_type})
     span.set_attributes(attrs)
     if call.settings.phase_spans:
         _phase_spans(call, phases, end_ns)
