@@ -34,7 +34,7 @@ PROGRAM = textwrap.dedent("""
 
 
 class _Slow(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         time.sleep(5)
         self.send_response(200)
@@ -80,7 +80,7 @@ def main() -> None:
           f"(median of {runs}; goal: delay <= 2.0 s exit bound, <= 2 lines per destination)")
     baseline = None
     for label, env in cases.items():
-        walls, lines = zip(*(_run(env) for _ in range(runs)))
+        walls, lines = zip(*(_run(env) for _ in range(runs)), strict=True)
         wall = statistics.median(walls)
         baseline = wall if baseline is None else baseline
         print(f"{label:<24} {wall:>11.2f}s {wall - baseline:>7.2f}s {max(lines):>13}")

@@ -34,7 +34,7 @@ import anthropic
 import openai
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from the internet
-import litellm  # noqa: E402
+import litellm
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -122,9 +122,9 @@ def _verdict(rows: list[dict[str, Any]], key: str, truth: str, abs_tol: float,
 def _table(title: str, rows: list[list[str]], header: list[str]) -> None:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     print(f"\n{title}")
-    print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+    print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
     for row in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
 
 
 def measure(exporter: InMemorySpanExporter, config: SimulatorConfig, calls: int,

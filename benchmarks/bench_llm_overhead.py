@@ -283,7 +283,7 @@ def worker(library: str, url: str, reps: int, blocks: int) -> dict[str, Any]:
     out: dict[str, Any] = {"library": library, "chunks": chunk_counts, "toggles": toggles,
                            "on_us": {k: min(v) for k, v in on.items()}, "floor": floor}
     if toggles:
-        out["added_us"] = {k: statistics.median(a - b for a, b in zip(on[k], off[k]))
+        out["added_us"] = {k: statistics.median(a - b for a, b in zip(on[k], off[k], strict=True))
                            for k in kinds}
         out["off_us"] = {k: min(v) for k, v in off.items()}
     return out
@@ -385,9 +385,9 @@ def _report(results: dict[str, list[dict[str, Any]]], missing: list[str]) -> Non
     print(f"client CPU (thread time) added to the openai SDK; streams of "
           f"{chunks['stream_small']} and {chunks['stream_big']} chunks; "
           f"{len(results['none'])} rounds")
-    print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+    print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
     for row in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
     if missing:
         print(f"not installed (skipped): {', '.join(missing)}")
     ours = figures.get("agent_latency")

@@ -25,8 +25,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from agent_latency import semconv  # noqa: E402
-from agent_latency._local import JsonLinesSpanExporter, protobuf_otlp_json  # noqa: E402
+from agent_latency import semconv
+from agent_latency._local import JsonLinesSpanExporter, protobuf_otlp_json
 
 GOAL_US = 20.0
 BATCH = 512  # the BatchSpanProcessor's default export size

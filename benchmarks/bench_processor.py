@@ -75,9 +75,9 @@ def main() -> None:
     for _ in range(args.rounds):
         base.append(cpu_per_span(False, args.tasks, 100))
         withp.append(cpu_per_span(True, args.tasks, 100))
-    diffs = [w - b for w, b in zip(withp, base)]
-    print("CPU per span (µs, process time; median of %d rounds of %d spans)"
-          % (args.rounds, args.tasks * 101))
+    diffs = [w - b for w, b in zip(withp, base, strict=True)]
+    print(f"CPU per span (µs, process time; median of {args.rounds} rounds of "
+          f"{args.tasks * 101} spans)")
     print(f"  SDK span alone            {statistics.median(base):7.2f}")
     print(f"  SDK span + budget proc.   {statistics.median(withp):7.2f}")
     print(f"  added by the processor    {statistics.median(diffs):7.2f}"
@@ -92,7 +92,7 @@ def main() -> None:
     gc.collect()
     start = rss_mb()
     t0 = time.perf_counter()
-    for done in range(0, tasks, 1000):
+    for _ in range(0, tasks, 1000):
         run_tasks(tracer, 1000, 99)
         gc.collect()
         samples.append(rss_mb())

@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from bench_local_exporter import realistic_spans  # noqa: E402
+from bench_local_exporter import realistic_spans
 
-from agent_latency._otlp_json import encode_line  # noqa: E402
+from agent_latency._otlp_json import encode_line
 
 
 def write_file(path: Path, megabytes: float) -> int:
@@ -63,8 +63,8 @@ def main() -> None:
         env = dict(os.environ, PYTHONPATH=args.src)
         start = time.perf_counter()
         result = subprocess.run([sys.executable, "-m", "agent_latency", "report", "--json",
-                                 str(path)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                 str(path)], env=env, capture_output=True,
+                                text=True)
         wall = time.perf_counter() - start
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         tasks = result.stdout.count("\n")

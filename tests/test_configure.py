@@ -11,6 +11,7 @@ import textwrap
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -168,9 +169,9 @@ class TestHostProviders:
 
 
 class _Receiver(BaseHTTPRequestHandler):
-    bodies: list[tuple[str, bytes]] = []
+    bodies: ClassVar[list[tuple[str, bytes]]] = []
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         if self.headers.get("Content-Encoding") == "gzip":
             body = gzip.decompress(body)

@@ -53,7 +53,7 @@ def _serve(status: dict[str, int]) -> tuple[ThreadingHTTPServer, Backend]:
     backend = Backend("", status)
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if self.headers.get("Content-Encoding") == "gzip":
                 body = gzip.decompress(body)

@@ -48,7 +48,7 @@ class _AgentHandler(BaseHTTPRequestHandler):
 
     base_url = ""
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         import openai
 
         self.rfile.read(int(self.headers.get("content-length") or 0))
@@ -58,7 +58,7 @@ class _AgentHandler(BaseHTTPRequestHandler):
                 model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
             self._reply(answer.choices[0].message.content or "")
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         with self._server_span("GET /health"):
             self._reply("ok")
 

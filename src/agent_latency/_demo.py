@@ -62,7 +62,7 @@ def main(argv: list[str]) -> int:
                "OPENAI_API_KEY": "simulator", "AGENT_LATENCY_DIR": str(out_dir)}
         for key in [k for k in env if k.startswith("OTEL_EXPORTER_OTLP")]:
             env.pop(key)  # the demo's spans go to its own file
-        code = subprocess.call([sys.executable, str(examples / "demo_agent.py")], env=env)
+        code = subprocess.call([sys.executable, str(examples / "demo_agent.py")], env=env)  # noqa: S603 - our own interpreter and example file
     if code != 0:
         print(f"agent-latency demo: the demo agent exited with status {code}", file=sys.stderr)
         return code
@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
         print(f"agent-latency demo: {problem}", file=sys.stderr)
     print()
     for task in tasks:
-        assert task.budget is not None
+        assert task.budget is not None  # noqa: S101 - load_tasks gives every task a budget
         render_budget(task.name, task.budget)
         for label, scenario in (
             ("a 1,000 tokens/s model", Scenario(output_tps=1000.0)),

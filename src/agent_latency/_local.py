@@ -301,7 +301,7 @@ class TaskSummaryPrinter(SpanProcessor):
                     return
             else:
                 self._remember(span, attrs)
-        except Exception:  # noqa: BLE001 - a line is not worth an error
+        except Exception:  # noqa: BLE001, S110 - a line is not worth an error
             pass
         budget = Budget(
             wall=float(attrs[semconv.BUDGET_WALL]),
@@ -310,5 +310,5 @@ class TaskSummaryPrinter(SpanProcessor):
         )
         try:
             print(budget.summary(str(name)), file=self._stream or sys.stderr, flush=True)
-        except Exception:  # noqa: BLE001 - a closed stderr must not break the program
+        except Exception:  # noqa: BLE001, S110 - a closed stderr must not break the program
             pass

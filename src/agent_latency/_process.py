@@ -180,7 +180,7 @@ def _excepthook_wrapper(original: Any) -> Any:
                 else:
                     process_task.span.add_event(
                         "exception", {"exception.type": exc_type.__qualname__})
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110 - the exit goes on without the event
             pass
         return original(exc_type, exc, tb)
 

@@ -37,7 +37,7 @@ def detach(token: object) -> None:
     only logs in OpenTelemetry and must never raise into the program."""
     try:
         otel_context.detach(token)  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001, S110 - OpenTelemetry already logs it
         pass
 
 
@@ -202,7 +202,7 @@ class _Scope:
         return wrapper  # type: ignore[return-value]
 
 
-class task(_Scope):  # noqa: N801 - reads as a function at the call site, like contextlib's
+class task(_Scope):  # lower case: reads as a function at the call site, like contextlib's
     """A task: a root of work whose wall time gets a budget.
 
     ``with agent_latency.task("fix-tests"): ...``, ``async with``, or ``@task("fix-tests")``
@@ -310,7 +310,7 @@ def _finish_budget(span: Span, end_ns: int) -> None:
         finisher(span, end_ns)
 
 
-class tool(_Scope):  # noqa: N801
+class tool(_Scope):
     """A tool run inside a task: ``execute_tool {name}``, counted as tool execution.
 
     ``tool_type`` is the GenAI convention's ``gen_ai.tool.type`` (``function``,

@@ -36,7 +36,7 @@ import pytest
 from agent_latency import semconv
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
-from spans_file import read_spans  # noqa: E402
+from spans_file import read_spans
 
 HERE = Path(__file__).parent
 SCRIPTS = HERE / "scripts"
@@ -119,7 +119,7 @@ class OtlpReceiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)

@@ -165,7 +165,7 @@ def serve(backend: Backend) -> Iterator[str]:
     """``backend`` on 127.0.0.1 (a free port); yields its base URL."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             parts = urllib.parse.urlsplit(self.path)
             status, body = backend.answer(parts.path, dict(urllib.parse.parse_qsl(parts.query)))
             data = (json.dumps(body) if not isinstance(body, str) else body).encode()

@@ -106,7 +106,7 @@ class TestFiles:
         data = (recorded / "collector.pb").read_bytes()
         cut = tmp_path / "cut.pb"
         cut.write_bytes(data[:-10])
-        tasks, problems = load_source(cut)
+        _tasks, problems = load_source(cut)
         assert any("cut at" in p and "offset" in p for p in problems), problems
 
     def test_one_otlp_json_document(self, recorded, reference, tmp_path):
@@ -202,8 +202,8 @@ class TestTraceChecks:
         return trace_id, jaeger_trace(trace_id, items)
 
     def test_clock_skew_between_services_is_corrected_and_stated(self, recorded):
-        trace_id, trace = self._jaeger(recorded)
-        original = [s for s in _jaeger_spans(copy.deepcopy(trace), None)]
+        _trace_id, trace = self._jaeger(recorded)
+        original = list(_jaeger_spans(copy.deepcopy(trace), None))
         # The tool spans come from a second host whose clock is 200 ms ahead.
         trace["processes"]["p9"] = {"serviceName": "tool-host", "tags": []}
         for span in trace["spans"]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -65,7 +67,7 @@ class TestCallPhases:
         p = CallPhases(client=0.001, dns=0.002, prefill=0.3333333, output_generation=0.6666667)
         ivs = p.intervals(1000, 1000 + 1_003_000_000, call=7, input_tokens=5, output_tokens=9)
         assert ivs[0].start == 1000 and ivs[-1].end == 1000 + 1_003_000_000
-        assert all(a.end == b.start for a, b in zip(ivs, ivs[1:]))
+        assert all(a.end == b.start for a, b in itertools.pairwise(ivs))
         assert [iv.tokens for iv in ivs if iv.phase == "output_generation"] == [9]
 
 

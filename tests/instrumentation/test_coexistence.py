@@ -41,7 +41,7 @@ def test_official_counted_once(otel, sim, official, stream):
             model="m", messages=MESSAGES, max_tokens=8, stream=stream,
             **({"stream_options": {"include_usage": True}} if stream else {}))
         if stream:
-            assert [c for c in result]
+            assert list(result)
         else:
             assert result.choices[0].message.content
     client.close()

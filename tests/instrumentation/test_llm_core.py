@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import httpx
 import openai
@@ -64,7 +65,7 @@ class TestRetries:
 
 
 class _Recorder(BaseHTTPRequestHandler):
-    seen: list[dict[str, str]] = []
+    seen: ClassVar[list[dict[str, str]]] = []
     body = json.dumps({
         "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
         "choices": [{"index": 0, "finish_reason": "stop",
@@ -72,7 +73,7 @@ class _Recorder(BaseHTTPRequestHandler):
         "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
     }).encode()
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", 0)))
         type(self).seen.append(dict(self.headers))
         self.send_response(200)

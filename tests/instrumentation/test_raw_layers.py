@@ -81,7 +81,7 @@ class TestRawResponseDropped:
         del raw
         gc.collect()
         time.sleep(0.01)
-        return [c for c in stream]
+        return list(stream)
 
     def test_stream_outlives_its_raw_response(self, otel, client):
         chunks = self._read(client)

@@ -211,7 +211,7 @@ class Webhook:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 with outer._cond:
                     outer.notifications.append(json.loads(body))

@@ -21,7 +21,7 @@ with Simulator(config) as sim:
                 messages=[{"role": "user", "content": text * 60}]):
             pass
 
-    for run in range(2):
+    for _ in range(2):
         with agent_latency.task("fix-bug"):
             ask("plan ")
             with agent_latency.tool("run_shell"):
@@ -33,7 +33,7 @@ with Simulator(config) as sim:
                 ctx = context.get_current()
 
                 def grep(seconds: float) -> None:
-                    token = context.attach(ctx)
+                    token = context.attach(ctx)  # noqa: B023 - runs in this iteration
                     try:
                         with agent_latency.tool("grep"):
                             time.sleep(seconds)

@@ -32,7 +32,7 @@ with Simulator(config) as sim:
     client = openai.OpenAI(base_url=sim.base_url + "/v1", api_key="sk-test", max_retries=0)
     if stepped:
         print("ready", flush=True)
-    for run in range(runs):
+    for _ in range(runs):
         if stepped:
             sys.stdin.readline()
         before = len(sim.truth)

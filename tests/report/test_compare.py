@@ -151,7 +151,7 @@ class TestMannWhitneyInterval:
         assert mann_whitney_rank(8, 8)[0] == 14
         assert mann_whitney_rank(5, 5)[0] == 3  # critical U = 2
         assert mann_whitney_rank(3, 3) == (0, 0.0)  # no 95 % interval exists
-        k, level = mann_whitney_rank(8, 8)
+        _k, level = mann_whitney_rank(8, 8)
         assert 0.95 <= level < 0.96
 
     def test_pure_shift_is_estimated_exactly(self):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 
 import pytest
@@ -41,7 +42,7 @@ class TestPercentile:
     def test_monotonic_and_bounded(self, values: list[float]) -> None:
         p = [percentile(values, q) for q in (0, 50, 95, 99, 100)]
         assert p[0] == min(values) and p[-1] == max(values)
-        assert all(a <= b + 1e-6 for a, b in zip(p, p[1:]))
+        assert all(a <= b + 1e-6 for a, b in itertools.pairwise(p))
 
 
 class TestSummarize:

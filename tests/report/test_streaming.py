@@ -43,7 +43,7 @@ def write_traces(path: Path, traces: int, tools: int = 20, content: int = 2000) 
                          base, base + tools * 10)
             half = tools // 2
             f.write(_line(previous_tail + spans[:half]))
-            previous_tail = spans[half:] + [task]
+            previous_tail = [*spans[half:], task]
         f.write(_line(previous_tail))
 
 

@@ -9,9 +9,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from bench_whatif import record  # noqa: E402
+from bench_whatif import record
 
-from agent_latency.budget import Scenario, project  # noqa: E402
+from agent_latency.budget import Scenario, project
 
 
 class TestProjectionOnTheSimulator:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 
@@ -84,7 +85,7 @@ class TestCapacity:
         recs = sorted(sim.wait_truth(3), key=lambda r: r["prefill_started_at_mono"])
         starts = [r["prefill_started_at_mono"] for r in recs]
         # one prefill at a time: each starts after the one before it has ended
-        for before, after in zip(recs, recs[1:]):
+        for before, after in itertools.pairwise(recs):
             assert after["prefill_started_at_mono"] >= (
                 before["prefill_started_at_mono"] + before["prefill_s"])
         assert starts[1] - gate.opened_at_mono >= 0.05  # waited for 1 other prefill

@@ -50,7 +50,7 @@ class OtlpReceiver:
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server API
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 encoding = (self.headers.get("Content-Encoding") or "").lower()
                 if encoding == "gzip":

@@ -11,9 +11,9 @@ import agent_latency
 from agent_latency import semconv
 
 pytest.importorskip("langchain_core")
-from langchain_core.tools import tool  # noqa: E402
+from langchain_core.tools import tool
 
-from agent_latency.instrumentation.tools.langchain import LangChainInstrumentor  # noqa: E402
+from agent_latency.instrumentation.tools.langchain import LangChainInstrumentor
 
 
 @pytest.fixture

@@ -12,13 +12,13 @@ from agent_latency import semconv
 # litellm fetches its model cost map from the internet at import unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 pytest.importorskip("minisweagent")
-from minisweagent.agents.default import DefaultAgent  # noqa: E402
-from minisweagent.environments.local import LocalEnvironment  # noqa: E402
-from minisweagent.models.litellm_model import LitellmModel  # noqa: E402
+from minisweagent.agents.default import DefaultAgent
+from minisweagent.environments.local import LocalEnvironment
+from minisweagent.models.litellm_model import LitellmModel
 
-from agent_latency.instrumentation.tools.minisweagent import MiniSweAgentInstrumentor  # noqa: E402
-from agent_latency.instrumentation.tools.subprocess import SubprocessInstrumentor  # noqa: E402
-from agent_latency.simulator import Simulator, SimulatorConfig  # noqa: E402
+from agent_latency.instrumentation.tools.minisweagent import MiniSweAgentInstrumentor
+from agent_latency.instrumentation.tools.subprocess import SubprocessInstrumentor
+from agent_latency.simulator import Simulator, SimulatorConfig
 
 SCRIPT = {"models": {"*": [
     {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 0.1"}}]},

@@ -14,7 +14,7 @@ import pytest
 from agent_latency import semconv
 
 sys.path.insert(0, str(Path(__file__).parent))
-from spans_file import read_spans  # noqa: E402
+from spans_file import read_spans
 
 PY = sys.executable
 TOOL = "import subprocess\nsubprocess.run(['true'])\n"

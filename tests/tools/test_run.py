@@ -15,7 +15,7 @@ from agent_latency import semconv
 from agent_latency._run import default_name, parse
 
 sys.path.insert(0, str(Path(__file__).parent))
-from spans_file import read_spans  # noqa: E402
+from spans_file import read_spans
 
 PY = sys.executable
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="exec-based runner")

@@ -23,8 +23,8 @@ from ._script import Script
 from ._truth import TruthLog, TruthRecord
 
 __all__ = [
-    "DelayProxy",
     "FAULT_KINDS",
+    "DelayProxy",
     "Fault",
     "KernelDelay",
     "RunningServer",

@@ -21,7 +21,7 @@ PROMPT_FIELDS = ("messages", "input", "instructions", "system", "prompt", "conte
                  "systemInstruction", "tools")
 
 _WORD = re.compile(r"\s*\S+")
-_FILLER = (
+_FILLER = (  # noqa: SIM905 - a sentence reads better than 27 quoted words
     "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt "
     "ut labore et dolore magna aliqua ut enim ad minim veniam quis nostrud exercitation"
 ).split()

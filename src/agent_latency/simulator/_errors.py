@@ -88,6 +88,6 @@ def require(body: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> A
     if name not in body:
         raise ApiError(400, f"Missing required parameter: '{name}'.", param=name)
     value = body[name]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise ApiError(400, f"Invalid type for '{name}'.", param=name)
     return value

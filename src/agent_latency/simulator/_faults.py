@@ -80,7 +80,7 @@ class Fault:
 
 def _count(name: str, value: Any) -> int:
     # int() would truncate 1.5 and overflow on inf: a count is a whole number or an error
-    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         raise ValueError(f"fault option {name} must be an integer, not {value!r}")
     return int(value)
 

@@ -93,7 +93,7 @@ class KernelDelay:
         if self._nfq is not None:
             try:
                 self._nfq.unbind()
-            except Exception:  # noqa: BLE001 - best effort at shutdown
+            except Exception:  # noqa: BLE001, S110 - best effort at shutdown
                 pass
             self._nfq = None
 

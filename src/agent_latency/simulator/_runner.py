@@ -71,7 +71,7 @@ async def start_server(config: SimulatorConfig, truth: TruthLog | None = None) -
     use_proxy = config.rtt_ms > 0 and not config.kernel_delay
     site = web.TCPSite(runner, host, 0 if use_proxy else config.port, reuse_address=True)
     await site.start()
-    server = site._server  # noqa: SLF001 - aiohttp exposes no public bound-port accessor
+    server = site._server
     assert server is not None
     upstream = int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
     port = upstream

@@ -98,7 +98,7 @@ def _fork_exec_hook(real: Any) -> Any:
                 if FAULTS:
                     fault("subprocess.fork_exec")
                 env_list = child_env_list(args[_ENV_LIST], extra)
-                args = args[:_ENV_LIST] + (env_list,) + args[_ENV_LIST + 1:]
+                args = (*args[:_ENV_LIST], env_list, *args[_ENV_LIST + 1:])
             except Exception:  # noqa: BLE001 - the spawn goes on without the context
                 internal_error("subprocess.fork_exec")
         return real(*args)
@@ -116,7 +116,7 @@ def _posix_spawn_hook(wrapped: Any, instance: Any, args: tuple[Any, ...],
         try:
             if FAULTS:
                 fault("subprocess.posix_spawn")
-            args = args[:2] + (child_env(args[2], extra),) + args[3:]
+            args = (*args[:2], child_env(args[2], extra), *args[3:])
         except Exception:  # noqa: BLE001
             internal_error("subprocess.posix_spawn")
     return wrapped(*args, **kwargs)

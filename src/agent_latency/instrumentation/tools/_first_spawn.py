@@ -60,7 +60,7 @@ def defer(apply: Callable[[], None]) -> None:
 
         def system(command: Any) -> int:
             activate()
-            return os.system(command)
+            return os.system(command)  # noqa: S605 - the program's own os.system call
 
         _state.update(execute=original_execute, system=original_system)
         subprocess.Popen._execute_child = _execute_child  # type: ignore[method-assign]

@@ -250,7 +250,7 @@ class FrameworkInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for owner, method in reversed(self._wrapped):
             try:
                 unwrap(owner, method)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - restore what can be
                 pass
         self._wrapped = []
         from ._threads import release

@@ -54,7 +54,7 @@ def _submit(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str
 def _start(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     try:
         instance.__dict__[_CTX] = otel_context.get_current()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001, S110 - runs without our context
         pass
     return wrapped(*args, **kwargs)
 

@@ -124,7 +124,7 @@ def _session_init(wrapped: Any, instance: Any, args: tuple[Any, ...],
                     info = None
         if info is not None:
             instance.__dict__["_agent_latency_transport"] = info
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001, S110 - the span lacks transport
         pass
     return result
 
@@ -176,7 +176,7 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for module_name, func, transport, suppress in _TRANSPORTS:
             try:
                 module = importlib.import_module(module_name)
-            except Exception:  # noqa: BLE001 - optional transports (websockets …)
+            except Exception:  # noqa: BLE001, S112 - optional transports (websockets …)
                 continue
             original = getattr(module, func, None)
             if original is None:
@@ -195,7 +195,7 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for owner, name in reversed(getattr(self, "_wrapped", [])):
             try:
                 unwrap(owner, name)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - restore what can be
                 pass
         self._wrapped = []
 
@@ -281,7 +281,7 @@ def _session_attributes(session: Any, attributes: dict[str, Any]) -> None:
                 sid = info[1]()
                 if sid:
                     attributes[semconv.MCP_SESSION_ID] = str(sid)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - the session id is optional
                 pass
     version = getattr(session, "protocol_version", None)
     if isinstance(version, str):

@@ -62,7 +62,7 @@ def rebind(module_prefix: str, owner: Any, name: str, replacement: Any, original
             if mod.__dict__.get(name) is original:
                 setattr(mod, name, replacement)
                 done.append((mod, name))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S112 - a module we cannot patch
             continue
 
 
@@ -122,7 +122,7 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for owner, name in reversed(self._wrapped):
             try:
                 unwrap(owner, name)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - restore what can be
                 pass
         self._wrapped, self._rebound = [], []
         from ._threads import release

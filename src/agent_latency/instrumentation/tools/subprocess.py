@@ -280,7 +280,7 @@ def finish_unwaited() -> int:
                             else -info.si_status)
         except ChildProcessError:
             running = False
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110 - status unknown: still running
             pass
         finish(span, code, running=running, timed_out=proc.__dict__.get(_TIMED_OUT),
                signalled=proc.__dict__.get(_SIGNALLED), pid=proc.__dict__.get("pid"))
@@ -380,7 +380,7 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if self._env_token is not None:
             try:
                 otel_context.detach(self._env_token)  # type: ignore[arg-type]
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - OpenTelemetry logs it
                 pass
             self._env_token = None
 
@@ -394,7 +394,7 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             if FAULTS:
                 fault("subprocess._execute_child")
             pos = self._pos
-            assert pos is not None
+            assert pos is not None  # noqa: S101 - set before the wrapper is installed
             name, exe, argv = describe(_get(args, kwargs, pos.args, "args"),
                                        _get(args, kwargs, pos.executable, "executable"),
                                        bool(_get(args, kwargs, pos.shell, "shell")))
@@ -415,7 +415,7 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                     if "env" in kwargs or pos.env >= len(args):
                         kwargs = {**kwargs, "env": env}
                     else:
-                        args = args[:pos.env] + (env,) + args[pos.env + 1:]
+                        args = (*args[:pos.env], env, *args[pos.env + 1:])
         except Exception:  # noqa: BLE001 - never break the spawn
             internal_error("subprocess._execute_child")
             if span is None:
@@ -512,7 +512,7 @@ def _note_timeout(wrapped: Any, instance: Any, args: tuple[Any, ...],
         try:
             if _SPAN in instance.__dict__:
                 instance.__dict__[_TIMED_OUT] = exc.timeout
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110 - the timeout still propagates
             pass
         raise
 
@@ -522,7 +522,7 @@ def _note_signal(wrapped: Any, instance: Any, args: tuple[Any, ...],
     try:
         if _SPAN in instance.__dict__:
             instance.__dict__[_SIGNALLED] = args[0] if args else kwargs.get("sig")
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001, S110 - the signal is still sent
         pass
     return wrapped(*args, **kwargs)
 
