@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import TypedDict
 
 from ._log import warn_once
 from .semconv import ENV_CAPTURE_MESSAGE_CONTENT
@@ -65,7 +66,16 @@ def env_int(name: str, default: int, *, minimum: int = 0, maximum: int = 10**9) 
     return int(value)
 
 
-def batch_span_settings() -> dict[str, int]:
+class BatchSpanSettings(TypedDict):
+    """``BatchSpanProcessor``'s keyword arguments, as :func:`batch_span_settings` gives them."""
+
+    max_queue_size: int
+    schedule_delay_millis: int
+    max_export_batch_size: int
+    export_timeout_millis: int
+
+
+def batch_span_settings() -> BatchSpanSettings:
     """``BatchSpanProcessor``'s arguments from ``OTEL_BSP_*``, each checked: the SDK raises
     ``ValueError`` in its constructor for ``0`` or negative values, so a bad one is replaced
     by the SDK's default here (one warning) and all four are passed explicitly."""

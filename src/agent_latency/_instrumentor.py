@@ -14,7 +14,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from .configure import instrument, uninstrument
 
 
-class AgentLatencyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class AgentLatencyInstrumentor(BaseInstrumentor):
     """Loaded by ``opentelemetry-instrument``: adds budgets and every instrumentation."""
 
     def instrumentation_dependencies(self) -> Collection[str]:

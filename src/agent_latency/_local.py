@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -291,7 +291,8 @@ class TaskSummaryPrinter(SpanProcessor):
                 or int(attrs.get(_TOOL_CALLS) or 0) > nested[1])
 
     def on_end(self, span: ReadableSpan) -> None:
-        attrs = span.attributes or {}
+        # Values of our own attributes, numbers where float() reads them.
+        attrs: Mapping[str, Any] = span.attributes or {}
         name = attrs.get(semconv.TASK_NAME)
         if name is None or semconv.BUDGET_WALL not in attrs:
             return

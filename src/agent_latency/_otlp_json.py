@@ -18,7 +18,7 @@ import base64
 import json
 import math
 from collections.abc import Mapping, Sequence
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan

@@ -92,7 +92,7 @@ def tracer() -> trace.Tracer:
     """
     provider = trace.get_tracer_provider()
     if _tracer_cache[0] is provider:
-        return _tracer_cache[1]  # type: ignore[no-any-return]
+        return _tracer_cache[1]
     fresh = provider.get_tracer("agent_latency", __version__)
     if type(provider).__name__ != "ProxyTracerProvider":
         _tracer_cache[0], _tracer_cache[1] = provider, fresh

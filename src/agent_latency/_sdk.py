@@ -143,7 +143,7 @@ if PRIVATE_FIELDS:
     def attributes_of(span: Any) -> Mapping[str, Any]:
         """A span's attributes as a plain mapping, cheaply (the dict the SDK keeps)."""
         try:
-            return span._attributes._dict  # type: ignore[no-any-return]
+            return span._attributes._dict
         except AttributeError:
             return span.attributes or {}
 else:

@@ -105,7 +105,7 @@ def _instrument(summary: bool | None, targets: list[str] | None,
         if _state is not None:
             return False
         state = _State()
-        provider = trace.get_tracer_provider()
+        provider: trace.TracerProvider | None = trace.get_tracer_provider()
         local_default = False
         if not hasattr(provider, "add_span_processor"):
             if _is_proxy(provider):
@@ -134,7 +134,7 @@ def _instrument(summary: bool | None, targets: list[str] | None,
                 state.summary = TaskSummaryPrinter()
                 _add_span_processor(provider, state.summary)
             if state.owns_provider:
-                trace.set_tracer_provider(provider)  # type: ignore[arg-type]
+                trace.set_tracer_provider(provider)
         from .instrumentation import _all
 
         state.instrumentors = _all.instrument_all(targets)
@@ -285,6 +285,7 @@ def _build_tracer_provider() -> tuple[TracerProvider, bool, Path | None]:
     # Shut down by our exit hook, within its bound, not by the SDK's unbounded one.
     provider = TracerProvider(resource=Resource.create(), shutdown_on_exit=False)
     names = _exporters.exporter_names("OTEL_TRACES_EXPORTER")
+    path: Path | None
     if names is None and not _exporters.otlp_endpoint_set("TRACES"):
         path = default_traces_path()  # absolute now: a later chdir does not move it
         provider.add_span_processor(

@@ -19,7 +19,7 @@ from .llm import _network
 _instruments: tuple[str, ...] = ()  # httpx >= 0.24 and/or httpx2: whichever is installed
 
 
-class HttpxInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class HttpxInstrumentor(BaseInstrumentor):
     """Attaches the httpcore ``trace`` extension to requests made inside LLM calls."""
 
     def instrumentation_dependencies(self) -> Collection[str]:

@@ -73,7 +73,7 @@ async def start_server(config: SimulatorConfig, truth: TruthLog | None = None) -
     await site.start()
     server = site._server
     assert server is not None
-    upstream = int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+    upstream = int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]  # an asyncio.Server
     port = upstream
     try:
         if use_proxy:

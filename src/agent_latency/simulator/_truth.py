@@ -32,6 +32,44 @@ class TruthRecord:
 
     __slots__ = _FIELDS
 
+    # A field is None until the step that measures it sets it (to_dict writes None).
+    request_id: str
+    api: str
+    model: str
+    stream: bool
+    status: int | None
+    input_tokens: int | None
+    output_tokens: int | None
+    queue_s: float | None
+    prefill_s: float | None
+    output_generation_s: float | None
+    # Marked when the record is made / when prefill starts, before anything reads them.
+    started_at: float
+    started_at_mono: float
+    prefill_started_at: float
+    prefill_started_at_mono: float
+    first_token_at: float | None
+    first_token_at_mono: float | None
+    last_token_at: float | None
+    last_token_at_mono: float | None
+    response_written_at: float | None
+    response_written_at_mono: float | None
+    finished_at: float | None
+    finished_at_mono: float | None
+    fault: str | None
+    fault_delay_s: float | None
+    connection_id: int | None
+    new_connection: bool | None
+    transport: str | None
+    prefill_tps: float | None
+    output_tps: float | None
+    tokens_per_chunk: int | None
+    chunks: int | None
+    finish_reason: str | None
+    rtt_s: float | None
+    turn: int | None
+    traceparent: str | None
+
     def __init__(self, **values: Any) -> None:
         for name in _FIELDS:
             setattr(self, name, values.get(name))

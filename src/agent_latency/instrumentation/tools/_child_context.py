@@ -56,8 +56,8 @@ def child_env(env: Any, extra: dict[str, str]) -> Any:
         data = getattr(os.environ, "_data", None)
         if isinstance(data, dict) and os.name == "posix":
             new: dict[Any, Any] = dict(data)
-            for key in _TRACE_KEYS_B:
-                new.pop(key, None)
+            for key_b in _TRACE_KEYS_B:
+                new.pop(key_b, None)
             for key, value in extra.items():
                 new[key.encode()] = value.encode()
             return new

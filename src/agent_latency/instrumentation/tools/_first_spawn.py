@@ -56,14 +56,15 @@ def defer(apply: Callable[[], None]) -> None:
             activate()
             # The base class's method, as instrumented now (a subclass's own override has
             # already run and called up to here).
-            return subprocess.Popen._execute_child(self, *args, **kwargs)
+            return subprocess.Popen._execute_child(  # type: ignore[attr-defined]  # private
+                self, *args, **kwargs)
 
         def system(command: Any) -> int:
             activate()
             return os.system(command)  # noqa: S605 - the program's own os.system call
 
         _state.update(execute=original_execute, system=original_system)
-        subprocess.Popen._execute_child = _execute_child  # type: ignore[method-assign]
+        subprocess.Popen._execute_child = _execute_child  # type: ignore[attr-defined]  # private
         if original_system is not None:
             os.system = system
         _threads.acquire()
@@ -77,7 +78,7 @@ def defer(apply: Callable[[], None]) -> None:
 
 def _restore() -> None:
     """Originals back (lock held); the thread patch stays until :func:`cancel`."""
-    subprocess.Popen._execute_child = _state.pop("execute")  # type: ignore[method-assign]
+    subprocess.Popen._execute_child = _state.pop("execute")  # type: ignore[attr-defined]  # private
     system = _state.pop("system")
     if system is not None:
         os.system = system

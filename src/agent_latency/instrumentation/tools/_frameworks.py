@@ -212,7 +212,7 @@ def _fail(span: Span, exc: BaseException) -> None:
     span.end()
 
 
-class FrameworkInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class FrameworkInstrumentor(BaseInstrumentor):
     """Wraps ``PATCHES`` once ``TRIGGER`` is imported; unwraps exactly what it wrapped.
 
     ``PATCHES`` holds ``(module, "Class.method", wrapper name)``; the wrapper is a method of

@@ -4,6 +4,7 @@ not the program's tools."""
 from __future__ import annotations
 
 import sys
+from types import FrameType
 
 from ..llm._network import CURRENT
 
@@ -23,7 +24,7 @@ def library_probe() -> bool:
     spawn (a few microseconds, against a millisecond for the spawn)."""
     if CURRENT.get() is not None:
         return True
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(_PROBE_DEPTH):
         if frame is None:
             return False

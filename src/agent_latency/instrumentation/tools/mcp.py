@@ -141,7 +141,7 @@ def _meta_server_time(result: Any) -> float | None:
     return None
 
 
-class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class MCPInstrumentor(BaseInstrumentor):
     """``execute_tool`` spans for MCP ``tools/call`` on the client side."""
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -251,7 +251,7 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         ctx = trace.set_span_in_context(span)
         split_ns = end_ns - round(server * 1e9)
         t = tracer()
-        tool_name = span.attributes.get(semconv.GEN_AI_TOOL_NAME) if hasattr(  # type: ignore[attr-defined]
+        tool_name = span.attributes.get(semconv.GEN_AI_TOOL_NAME) if hasattr(
             span, "attributes") else None
         # "network" is the budget phase that counts as network overhead.
         net = t.start_span("mcp transport", context=ctx, start_time=start_ns,

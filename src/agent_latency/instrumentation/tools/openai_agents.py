@@ -72,7 +72,7 @@ def _restore(done: list[tuple[Any, str]], originals: dict[str, Any]) -> None:
             setattr(mod, name, originals[name])
 
 
-class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class OpenAIAgentsInstrumentor(BaseInstrumentor):
     """Tasks for Agents SDK runs and ``execute_tool`` spans for their function tools."""
 
     def instrumentation_dependencies(self) -> Collection[str]:

@@ -304,7 +304,8 @@ class _Positions:
 
     def __init__(self) -> None:
         try:
-            names = list(inspect.signature(subprocess.Popen._execute_child).parameters)[1:]
+            names = list(inspect.signature(
+                subprocess.Popen._execute_child).parameters)[1:]  # type: ignore[attr-defined]  # private
             self.args = names.index("args")
             self.executable = names.index("executable")
             self.env = names.index("env")
@@ -322,7 +323,7 @@ def _get(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -
     return args[index] if index < len(args) else None
 
 
-class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class SubprocessInstrumentor(BaseInstrumentor):
     """Process spans for ``subprocess``, ``asyncio`` subprocesses and ``os.system``."""
 
     _pos: _Positions | None = None
@@ -340,7 +341,7 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         wrap_function_wrapper(subprocess.Popen, "wait", _note_timeout)
         wrap_function_wrapper(subprocess.Popen, "communicate", _note_timeout)
         wrap_function_wrapper(subprocess.Popen, "send_signal", _note_signal)
-        subprocess.Popen.returncode = _RETURNCODE  # type: ignore[assignment]
+        subprocess.Popen.returncode = _RETURNCODE
         self._hooked = False
         real = getattr(subprocess, "_fork_exec", None)
         if callable(real) and hasattr(subprocess.Popen, "_posix_spawn"):
