@@ -1,7 +1,8 @@
 # make demo: a virtual environment, the package, the demo agent against the simulator.
-# make test: every system package and Python package the tests need, then the whole suite
-#            (current SDK line in .venv, the older httpx-based line in .venv-legacy) and the
-#            documentation site built with --strict (make docs-check).
+# make test: every system package and Python package the tests need, the linter (make lint)
+#            and the type checker (make typecheck), then the whole suite (current SDK line in
+#            .venv, the older httpx-based line in .venv-legacy) and the documentation site
+#            built with --strict (make docs-check).
 # make docs: serve the documentation site on http://127.0.0.1:8000.
 
 PYTHON ?= python3
@@ -29,7 +30,7 @@ define kernel_delay_deps
 	  $(1)/bin/python -m pip install -q 'netfilterqueue>=1.1'; fi
 endef
 
-.PHONY: demo test test-current test-legacy docs docs-check system-packages bench clean
+.PHONY: demo test test-current test-legacy lint typecheck docs docs-check system-packages bench clean
 
 $(VENV)/.demo-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -83,7 +84,16 @@ system-packages:
 
 test: system-packages $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed \
       $(PHOENIX)/.test-installed
-	$(MAKE) test-current test-legacy docs-check
+	$(MAKE) lint typecheck test-current test-legacy docs-check
+
+# The rule set is [tool.ruff.lint] in pyproject.toml; checks only, never reformats.
+LINT_PATHS ?= src tests benchmarks deploy
+lint: $(VENV)/.test-installed
+	$(VENV)/bin/python -m ruff check $(LINT_PATHS)
+
+# [tool.mypy] in pyproject.toml: src/, in the venv that has every SDK we type against.
+typecheck: $(VENV)/.test-installed
+	$(VENV)/bin/python -m mypy
 
 test-current: $(VENV)/.test-installed
 	AGENT_LATENCY_AIDER_PYTHON=$(abspath $(AIDER))/bin/python \

@@ -62,7 +62,9 @@ def main(argv: list[str]) -> int:
                "OPENAI_API_KEY": "simulator", "AGENT_LATENCY_DIR": str(out_dir)}
         for key in [k for k in env if k.startswith("OTEL_EXPORTER_OTLP")]:
             env.pop(key)  # the demo's spans go to its own file
-        code = subprocess.call([sys.executable, str(examples / "demo_agent.py")], env=env)  # noqa: S603 - our own interpreter and example file
+        # S603: our own interpreter and example file.
+        code = subprocess.call([sys.executable, str(examples / "demo_agent.py")],  # noqa: S603
+                               env=env)
     if code != 0:
         print(f"agent-latency demo: the demo agent exited with status {code}", file=sys.stderr)
         return code

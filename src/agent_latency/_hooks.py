@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-Finisher = Callable[[Any, int], None]
+Finisher = Callable[[Any, int], object]  # what it returns is ignored
 
 finishers: list[Finisher] = []
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "PRIVATE_FIELDS",
@@ -38,6 +38,7 @@ __all__ = [
     "batch_worker",
     "bounded_dict",
     "end_ns",
+    "ended_span_times",
     "exporter_endpoint",
     "preferred_aggregation",
     "preferred_temporality",
@@ -122,6 +123,8 @@ end_ns: Callable[[Any], int | None] = _field("end_time")
 #: ``(span.start_time, span.end_time)``, in one call (the hot path reads both, often twice).
 span_times: Callable[[Any], tuple[int | None, int | None]] = attrgetter(
     *(SPAN_FIELDS[f] if PRIVATE_FIELDS else f for f in ("start_time", "end_time")))
+#: :data:`span_times` typed for a span that has ended (``on_end``), where both are set.
+ended_span_times = cast("Callable[[Any], tuple[int, int]]", span_times)
 #: ``span.context.span_id``, in one call.
 span_id: Callable[[Any], int] = attrgetter(
     "_context.span_id" if PRIVATE_FIELDS else "context.span_id")

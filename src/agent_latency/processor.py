@@ -19,7 +19,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import metrics
@@ -32,11 +32,11 @@ from ._log import FAULTS, fault, internal_error, warn_once
 from ._sdk import attribute_store as _attribute_store
 from ._sdk import attributes_of as _attributes_of
 from ._sdk import end_ns as _end_ns
+from ._sdk import ended_span_times as _span_times
 from ._sdk import span_id as _span_id
 from ._sdk import span_kind as _span_kind
 from ._sdk import span_name as _span_name
 from ._sdk import span_parent as _span_parent
-from ._sdk import span_times as _span_times
 from ._sdk import start_ns as _start_ns
 from .budget import COMPONENTS, Budget, Interval, UnknownComponentError, component_of
 from .budget._spans import budget_attributes
@@ -72,6 +72,8 @@ class _OpenTask(TaskNode):
 
     __slots__ = ("closed", "open_spans", "opened", "request", "span_id", "whole_process")
 
+    parent: _OpenTask | None
+
     def __init__(self, span_id: int, name: str, start_ns: int, parent: _OpenTask | None,
                  request: bool = False, whole_process: bool = False):
         super().__init__(span_id, name, start_ns, parent)
@@ -84,7 +86,7 @@ class _OpenTask(TaskNode):
         # The process task lives as long as the process by design: never evicted for age.
         self.whole_process = whole_process
 
-    def add(self, intervals: list[Interval]) -> None:
+    def add(self, intervals: Sequence[Interval]) -> None:
         self.intervals.extend(intervals)
         if len(self.intervals) > _MAX_INTERVALS_PER_TASK:
             self.intervals = _merge_per_component(self.intervals)
@@ -221,7 +223,7 @@ class BudgetSpanProcessor(SpanProcessor):
             # A tool run by a tool (a shell command under a ``run_shell`` function) is tool
             # time like any other, but not another tool call, and a what-if scales it inside
             # the outer tool: remember the outermost tool each span runs in.
-            top = self._in_tool.get(parent.span_id)  # type: ignore[union-attr]
+            top = self._in_tool.get(parent.span_id)
             if top is not None:
                 self._in_tool[sid] = top
             elif attrs and attrs.get(_COMPONENT) == _TOOL_EXECUTION:
@@ -267,9 +269,11 @@ class BudgetSpanProcessor(SpanProcessor):
                 return
             start, end = _span_times(span)
             if attrs.get(_COMPONENT) == _TOOL_EXECUTION and end >= start:
-                # The common case, kept to a tuple append and a counter.
+                # The common case, kept to a tuple append and a counter (a plain tuple of
+                # Interval's shape: the engine reads it by index, and the NamedTuple's
+                # constructor would cost more than the rest of this branch).
                 # ``call`` is the outermost tool's span id: nested tools share their parent's.
-                task.intervals.append((start, max(end, start),
+                task.intervals.append((start, max(end, start),  # type: ignore[arg-type]
                                        "tool", top, 0, attrs.get(_TOOL_NAME, "")))
                 if top == sid:
                     task.counts["tool_calls"] += 1

@@ -19,7 +19,7 @@ import contextlib
 import gc
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,7 @@ def trace_files(path: str | Path) -> list[Path]:
     rotated = [path.with_name(f"{path.name}.{n}") for n in range(ROTATED_FILES, 0, -1)]
     older = [p for p in rotated if p.is_file()]
     # With rotated files but no current one (just rotated), read what there is.
-    return older + [path] if path.exists() or not older else older
+    return [*older, path] if path.exists() or not older else older
 
 
 #: The attributes the report reads (budgets, counts, per-call figures, the budget the process
@@ -106,7 +106,8 @@ def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
     Streams: a trace's spans are held only until its last line is read and its tasks are
     computed, with only the attributes budgets need.
     """
-    if isinstance(path, list):
+    paths: Sequence[str | Path]
+    if isinstance(path, list):  # noqa: SIM108 - room for the comment below
         paths = path
     else:
         # A backend URL stays a string: Path() would fold its "//".
@@ -181,7 +182,7 @@ def main(argv: list[str]) -> int:
         render_summary(summary, names, selection.describe())
         if args.tasks:
             for task in summary.tasks:
-                assert task.budget is not None
+                assert task.budget is not None  # noqa: S101 - every summarized task has one
                 render_budget(task.name, task.budget)
     return BAD_INPUT if problems else 0
 

@@ -192,9 +192,8 @@ class Progress:
         if now < self._next_at:
             return
         self._next_at = now + self._EVERY_S
-        if self._bar is None:
-            if not self._start():
-                return
+        if self._bar is None and not self._start():
+            return
         self._bar.update(self._task, completed=self._done)
 
     def _start(self) -> bool:

@@ -118,7 +118,7 @@ class Comparison:
 
 def metric_values(task: StoredTask) -> dict[str, float]:
     """A task run's compared metrics, in seconds."""
-    assert task.budget is not None
+    assert task.budget is not None  # noqa: S101 - compared tasks have budgets
     return {"wall": task.budget.wall, **{c: task.budget.shares[c] for c in COMPONENTS}}
 
 

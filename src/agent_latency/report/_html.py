@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..budget import COMPONENTS, Scenario, component_of, project
+from ..budget import COMPONENTS, Budget, Scenario, component_of, project
 from ._compare import LABELS as METRIC_LABELS
 from ._compare import Comparison
 from ._render import LABELS
@@ -143,7 +143,7 @@ def _legend() -> list[dict[str, str]]:
 
 def _waterfall(task: StoredTask, nested: Sequence[StoredTask] = ()) -> dict[str, Any]:
     """Rows of one task's waterfall, with x and width in pixels of the plot area."""
-    assert task.budget is not None
+    assert task.budget is not None  # noqa: S101 - waterfalls are drawn for budgeted tasks
     start, end = task.span.start_ns, task.span.end_ns
     span = max(end - start, 1)
     plot = WIDTH - LABEL_WIDTH - 10
@@ -191,7 +191,7 @@ def _waterfall(task: StoredTask, nested: Sequence[StoredTask] = ()) -> dict[str,
     for index, row in enumerate(rows):
         row["y"] = 20 + index * ROW_HEIGHT
     ticks = []
-    for k in range(0, 6):
+    for k in range(6):
         t = start + span * k // 5
         seconds = (t - start) / 1e9
         ticks.append({"x": x(t), "label": f"{seconds * 1000:.0f} ms" if span < 2e9
@@ -218,24 +218,31 @@ def _nested(tasks: Sequence[StoredTask]) -> dict[int, list[StoredTask]]:
     return out
 
 
+def _budget(task: StoredTask) -> Budget:
+    """The budget of a task the caller kept because it has one."""
+    budget = task.budget
+    assert budget is not None  # noqa: S101 - callers filter on it
+    return budget
+
+
 def _stacked_bars(tasks: Sequence[StoredTask], longest: float | None = None) -> dict[str, Any]:
     """One horizontal bar per task, its components stacked, scaled to the longest task (or
     to ``longest`` seconds: both sides of a comparison on one scale)."""
     tasks = [t for t in tasks if t.budget is not None][:MAX_WATERFALLS]
-    longest = longest or max((t.budget.wall for t in tasks), default=0.0) or 1.0
+    longest = longest or max((_budget(t).wall for t in tasks), default=0.0) or 1.0
     plot = WIDTH - LABEL_WIDTH - 70
     rows = []
     for index, task in enumerate(tasks):
         x = float(LABEL_WIDTH)
         segments = []
         for c in COMPONENTS:
-            w = plot * task.budget.shares[c] / longest
+            w = plot * _budget(task).shares[c] / longest
             segments.append({"x": round(x, 2), "w": round(w, 2), "colour": COMPONENT_COLOURS[c],
                              "title": f"{task.name}: {LABELS[c]} "
-                                      f"{task.budget.shares[c]:.3f} s"})
+                                      f"{_budget(task).shares[c]:.3f} s"})
             x += w
         rows.append({"label": task.name, "y": 4 + index * ROW_HEIGHT, "segments": segments,
-                     "end": round(x + 4, 2), "wall": task.budget.wall})
+                     "end": round(x + 4, 2), "wall": _budget(task).wall})
     return {"rows": rows, "height": 8 + len(rows) * ROW_HEIGHT, "width": WIDTH}
 
 
@@ -250,8 +257,8 @@ def _percentiles(tasks: Sequence[StoredTask]) -> list[dict[str, Any]]:
         groups.append(("all tasks", [t for ts in by_name.values() for t in ts]))
     out = []
     for name, members in groups:
-        metrics = [("wall time", [t.budget.wall for t in members])]
-        metrics += [(LABELS[c], [t.budget.shares[c] for t in members]) for c in COMPONENTS]
+        metrics = [("wall time", [_budget(t).wall for t in members])]
+        metrics += [(LABELS[c], [_budget(t).shares[c] for t in members]) for c in COMPONENTS]
         out.append({"name": name, "count": len(members),
                     "rows": [{"label": label, **summarize(values)}
                              for label, values in metrics]})
@@ -266,8 +273,8 @@ def _whatif(tasks: Sequence[StoredTask]) -> dict[str, Any]:
             by_name.setdefault(task.name, []).append(task)
     rows = []
     for name, members in by_name.items():
-        recorded = statistics.median(t.budget.wall for t in members)
-        cells = []
+        recorded = statistics.median(_budget(t).wall for t in members)
+        cells: list[dict[str, float] | None] = []
         for _, scenario in SCENARIOS:
             try:
                 projected = statistics.median(
@@ -285,5 +292,5 @@ def _whatif(tasks: Sequence[StoredTask]) -> dict[str, Any]:
 
 def _median_run(tasks: Sequence[StoredTask], name: str) -> StoredTask | None:
     runs = sorted((t for t in tasks if t.name == name and t.budget is not None),
-                  key=lambda t: t.budget.wall)
+                  key=lambda t: _budget(t).wall)
     return runs[(len(runs) - 1) // 2] if runs else None

@@ -130,7 +130,7 @@ def render_summary(summary: Any, source: str, filters: str = "",
     print("\nwall time and its components (s) per task; first token (s) per LLM call",
           file=out)
     header = f"  {'':<24} {'n':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}"
-    groups = [("all tasks", data["all"])] + list(names.items()) if len(names) > 1 else list(
+    groups = [("all tasks", data["all"]), *names.items()] if len(names) > 1 else list(
         names.items())
     for title, group in groups:
         print(f"\n{title} ({group['count']:,} tasks)", file=out)

@@ -23,7 +23,7 @@ SCHEMA = 1
 
 #: Keys of the summary figures of one group of tasks.
 WALL = "wall"
-FIRST_TOKEN = "first_token"
+FIRST_TOKEN = "first_token"  # noqa: S105 - a figure's key
 
 
 class CallRecord:
@@ -82,7 +82,7 @@ class _Group:
 
     def add(self, task: TaskNode, first_tokens: list[float]) -> None:
         budget = task.budget
-        assert budget is not None
+        assert budget is not None  # noqa: S101 - summarized tasks have budgets
         self.wall.append(budget.wall)
         for c in COMPONENTS:
             self.components[c].append(budget.shares[c])
@@ -189,7 +189,7 @@ class Summary:
         for name, seconds, trace_id in tools:
             self._slow_tools.add(seconds, {"tool": name, "task": task.name,
                                            "duration": seconds, "trace_id": trace_id})
-        assert task.budget is not None
+        assert task.budget is not None  # noqa: S101 - summarized tasks have budgets
         self._slow_tasks.add(task.budget.wall, task_json(task))
         span = task.span
         if self.first_start_ns is None or span.start_ns < self.first_start_ns:
@@ -217,7 +217,7 @@ class Summary:
 def task_json(task: TaskNode) -> dict[str, Any]:
     """One task as a JSON object (an element of ``tasks``)."""
     budget = task.budget
-    assert budget is not None
+    assert budget is not None  # noqa: S101 - summarized tasks have budgets
     span = task.span
     return {
         "task": task.name, "trace_id": span.trace_id, "span_id": span.span_id,

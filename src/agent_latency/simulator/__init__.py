@@ -23,8 +23,8 @@ from ._script import Script
 from ._truth import TruthLog, TruthRecord
 
 __all__ = [
-    "FAULT_KINDS",
     "DelayProxy",
+    "FAULT_KINDS",
     "Fault",
     "KernelDelay",
     "RunningServer",

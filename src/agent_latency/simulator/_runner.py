@@ -73,7 +73,8 @@ async def start_server(config: SimulatorConfig, truth: TruthLog | None = None) -
     await site.start()
     server = site._server
     assert server is not None
-    upstream = int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]  # an asyncio.Server
+    # aiohttp types it AbstractServer; it is the asyncio.Server that has the sockets.
+    upstream = int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
     port = upstream
     try:
         if use_proxy:

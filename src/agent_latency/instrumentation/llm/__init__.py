@@ -55,7 +55,7 @@ def int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-class LLMInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class LLMInstrumentor(BaseInstrumentor):
     """What every LLM provider's instrumentor does: the network patch (reference counted,
     shared with the httpx instrumentor) and the provider's method patches.
 

@@ -242,7 +242,7 @@ class LLMCall:
             internal_error("llm.finish")
             try:
                 self.span.end()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - already reported as llm.finish
                 pass
         finally:
             self.kwargs = {}

@@ -84,7 +84,7 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
     except Exception:  # noqa: BLE001 - odd shapes must not lose the span
         internal_error("llm.extract")
     t_end = max(t_end, call.t_call)
-    phases, rtt, rtt_source, reused = compute_phases(call, t_end)
+    phases, _rtt, rtt_source, reused = compute_phases(call, t_end)
     measured_stream = call.t_first is not None
     if not measured_stream and endpoint.operation == semconv.OPERATION_CHAT and error is None:
         _split(call, phases)
@@ -133,7 +133,8 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
     if info.input_tokens and phases.prefill > 0:
         attrs[semconv.LLM_PREFILL_TOKENS_PER_SECOND] = info.input_tokens / phases.prefill
     per_chunk = None
-    if measured_stream and call.outputs > 1 and call.t_last is not None:
+    if (measured_stream and call.outputs > 1 and call.t_last is not None
+            and call.t_first is not None):
         per_chunk = (call.t_last - call.t_first) / (call.outputs - 1)
         attrs[semconv.LLM_TIME_PER_OUTPUT_CHUNK] = per_chunk
     if call.capture:
@@ -223,7 +224,8 @@ def _content_attributes(call: LLMCall, attrs: dict[str, Any]) -> None:
         if output is not None:
             attrs[semconv.GEN_AI_OUTPUT_MESSAGES] = json.dumps(
                 [{"role": "assistant", "parts": [{"type": "text", "content": output}],
-                  "finish_reason": (call.info.finish_reasons or [None])[0]}], default=str)
+                  "finish_reason": (call.info.finish_reasons[0]
+                                    if call.info.finish_reasons else None)}], default=str)
     except Exception:  # noqa: BLE001
         internal_error("llm.content")
 

@@ -168,7 +168,7 @@ def _endpoint_of(paths: Mapping[str, Endpoint], args: Any, kwargs: Any) -> Endpo
 
 
 # -- raw responses ------------------------------------------------------------------------------
-class RawResponse(ObjectProxy):  # type: ignore[misc]
+class RawResponse(ObjectProxy):
     """``with_raw_response`` / ``with_streaming_response`` results: ``parse()`` is watched.
 
     A streaming body parses into an SDK stream, which gets our stream proxy and from then on
@@ -250,7 +250,7 @@ class RawResponse(ObjectProxy):  # type: ignore[misc]
 
 
 # -- stream() helpers -----------------------------------------------------------------------------
-class StreamManager(ObjectProxy):  # type: ignore[misc]
+class StreamManager(ObjectProxy):
     """A ``stream()`` helper's manager whose request is sent on ``__enter__``.
 
     The call starts at ``__enter__``; the helper stream's raw SDK stream (``_raw_stream``)

@@ -20,7 +20,7 @@ from opentelemetry import context as otel_context
 from wrapt import ObjectProxy
 
 from ..._log import FAULTS, fault, internal_error
-from ._call import LLMCall, abandon_call
+from ._call import LLMCall, Observe, abandon_call
 from ._network import CURRENT
 
 
@@ -64,6 +64,12 @@ class _Chunks:
 
     __slots__ = _CHUNK_SLOTS
 
+    observe: Observe
+    t_chunk: float | None
+    t_first: float | None
+    t_last: float | None
+    t_first_chunk: float | None
+
     def __init__(self, call: LLMCall, next_chunk: Any) -> None:
         self.call = call
         # ``next`` starts as a wrapper that does the first fetches' extra work (the lazy
@@ -71,7 +77,8 @@ class _Chunks:
         # one hot path, one class, whatever the stream (a second class running the same
         # code would make CPython's attribute caches miss on every chunk).
         self.next = self.plain_next = next_chunk
-        self.observe = call.endpoint.observe
+        # Only endpoints whose responses never stream (embeddings) leave observe unset.
+        self.observe = call.endpoint.observe  # type: ignore[assignment]
         self.in_next = False
         self.chunks = self.outputs = 0
         self.t_chunk = self.t_first = self.t_last = self.t_first_chunk = None
@@ -229,7 +236,7 @@ def _async_sent_on_first_fetch(chunks: _Chunks, fetch: Any) -> Any:
     return first
 
 
-class SyncStream(ObjectProxy):  # type: ignore[misc]
+class SyncStream(ObjectProxy):
     """A sync stream (``openai.Stream``, a generator, an iterator) with first-token timing.
 
     ``iter()`` hands out the slots iterator, so a ``for`` loop never touches the proxy per
@@ -270,7 +277,7 @@ class SyncStream(ObjectProxy):  # type: ignore[misc]
             self._self_call.finish()
 
 
-class AsyncStream(ObjectProxy):  # type: ignore[misc]
+class AsyncStream(ObjectProxy):
     """An async SDK stream with first-token timing; cancellation ends the call with an error."""
 
     def __init__(self, wrapped: Any, call: LLMCall) -> None:

@@ -62,7 +62,7 @@ def _request(positional: tuple[str, ...]) -> Any:
                    kwargs: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool | None]:
         if not args:
             return kwargs, None
-        request = dict(zip(positional, args))
+        request = dict(zip(positional, args, strict=False))  # fewer args than names
         request.update(kwargs)
         return request, None
 
@@ -89,7 +89,7 @@ class _Route:
             self.model = model_name or self.model
             self.provider = _PROVIDER_NAMES.get(provider, provider) if provider else None
             self.api_base = api_base or self.api_base
-        except Exception:  # noqa: BLE001 - litellm will raise its own error for the program
+        except Exception:  # noqa: BLE001, S110 - litellm will raise its own error for the program
             pass
 
 

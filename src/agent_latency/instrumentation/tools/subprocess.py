@@ -304,8 +304,9 @@ class _Positions:
 
     def __init__(self) -> None:
         try:
-            names = list(inspect.signature(
-                subprocess.Popen._execute_child).parameters)[1:]  # type: ignore[attr-defined]  # private
+            # Popen's private spawn method: not in typeshed.
+            spawn = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+            names = list(inspect.signature(spawn).parameters)[1:]
             self.args = names.index("args")
             self.executable = names.index("executable")
             self.env = names.index("env")
