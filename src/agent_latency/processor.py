@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanKind
 from . import _hooks, semconv
 from ._log import internal_error, warn_once
 from .budget import COMPONENTS, Budget, Interval, UnknownComponentError, component_of, split
-from .budget._spans import budget_attributes, count_span, span_intervals
+from .budget._spans import NETWORK_COUNTS, budget_attributes, count_span, span_intervals
 
 _DEFAULT_MAX_OPEN_TASKS = 10_000
 _DEFAULT_MAX_TASK_AGE_S = 24 * 3600.0
@@ -52,7 +52,7 @@ _RUN = semconv.RUN_TASK
 
 _COUNT_NAMES = (
     "llm_calls", "tool_calls", "http_round_trips", "new_connections", "tls_handshakes",
-    "input_tokens", "output_tokens", "subtasks",
+    "input_tokens", "output_tokens", "subtasks", *NETWORK_COUNTS,
 )
 
 
@@ -309,7 +309,7 @@ class BudgetSpanProcessor(SpanProcessor):
             counts = dict(task.counts)
             budget = split(task.intervals, task.start_ns, end_ns, counts)
             task.budget = budget
-            span.set_attributes(budget_attributes(budget))
+            span.set_attributes(budget_attributes(budget, task.intervals))
             return budget
         except Exception:  # noqa: BLE001
             internal_error("BudgetSpanProcessor.finish_task")
@@ -328,7 +328,8 @@ class BudgetSpanProcessor(SpanProcessor):
         budget = split(task.intervals, task.start_ns, span._end_time or task.start_ns,
                        dict(task.counts))
         task.budget = budget
-        _set_on_ended_span(span, {**budget_attributes(budget), _TASK_NAME: span.name})
+        _set_on_ended_span(span, {**budget_attributes(budget, task.intervals),
+                                  _TASK_NAME: span.name})
 
     def open_tasks(self) -> Iterator[tuple[int, str]]:
         """``(span_id, name)`` of the tasks open now."""

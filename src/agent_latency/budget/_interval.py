@@ -26,6 +26,8 @@ PHASE_COMPONENT = {
     "prefill": PREFILL,
     "output_generation": OUTPUT_GENERATION,
     "tail": NETWORK_OVERHEAD,
+    # A persistent connection's WebSocket upgrade (its own setup span, once per connection).
+    "upgrade": NETWORK_OVERHEAD,
     # The client's own work after the response's last byte (an SDK parsing a final event).
     "client_tail": OTHER,
     "tool": TOOL_EXECUTION,
@@ -33,8 +35,8 @@ PHASE_COMPONENT = {
     "other": OTHER,
 }
 
-#: Phases that a persistent connection would remove.
-CONNECTION_SETUP_PHASES = frozenset({"dns", "connect", "tls"})
+#: Phases that a persistent connection would remove (after the first connection).
+CONNECTION_SETUP_PHASES = frozenset({"dns", "connect", "tls", "upgrade"})
 
 
 class UnknownComponentError(ValueError):

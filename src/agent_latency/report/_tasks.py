@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 from .. import semconv
 from ..budget import Budget, Interval, UnknownComponentError, split
-from ..budget._spans import count_span, span_intervals
+from ..budget._spans import NETWORK_COUNTS, count_span, span_intervals
 from ._read import StoredSpan
 
 _COUNTS = ("llm_calls", "tool_calls", "http_round_trips", "new_connections", "tls_handshakes",
-           "input_tokens", "output_tokens", "subtasks")
+           "input_tokens", "output_tokens", "subtasks", *NETWORK_COUNTS)
 
 
 @dataclass(slots=True)
