@@ -163,26 +163,31 @@ def _targets() -> list[tuple[Any, str, str, Any]]:
     ]
 
 
+# (owner, attribute, what its own __dict__ held: None when it was inherited)
 _applied: list[tuple[Any, str, Any]] = []
 
 
 def _apply() -> None:
     for owner, attribute, key, wrapper in _targets():
-        original = owner.__dict__.get(attribute)
+        original = getattr(owner, attribute, None)  # ``socket.socket.connect`` is inherited
         if original is None:
             continue
         try:
             _orig[key] = original
+            own = owner.__dict__.get(attribute)
             setattr(owner, attribute, wrapper)
-            _applied.append((owner, attribute, original))
+            _applied.append((owner, attribute, own))
         except (TypeError, AttributeError):
             internal_error("sockets.apply")
 
 
 def _remove() -> None:
     while _applied:
-        owner, attribute, original = _applied.pop()
-        setattr(owner, attribute, original)
+        owner, attribute, own = _applied.pop()
+        if own is None:
+            delattr(owner, attribute)
+        else:
+            setattr(owner, attribute, own)
 
 
 _patch = SharedPatch(_apply, _remove)
