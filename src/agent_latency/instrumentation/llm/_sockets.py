@@ -6,10 +6,10 @@ Patched once (reference counted): ``socket.getaddrinfo``, ``socket.socket.connec
 ``getaddrinfo``, ``sock_connect`` and ``_create_connection_transport`` (with TLS: the
 handshake; aiohttp, the ``websockets`` asyncio client, anything on ``loop.create_connection``).
 
-Each wrapper reads one context variable (:data:`SINK`) and, when nothing is recording,
-calls straight through: one ``ContextVar.get`` and one Python call added per socket
-operation.  An LLM call (while its SDK method runs) or a connection's setup sets a
-:class:`NetPhases` there; the durations add up in it.
+Each wrapper reads two context variables — the LLM call current while its SDK method runs
+(:data:`._network.CURRENT`, whose ``net`` collects them) and :data:`SINK` (a connection's
+setup) — and, when neither is set, calls straight through: two ``ContextVar.get`` and one
+Python call added per socket operation.
 
 A non-blocking ``connect`` (the event loop's first step of ``sock_connect``) is not timed by
 the socket wrapper: the loop's wrapper times the whole wait.  The loop runs
@@ -27,6 +27,7 @@ from typing import Any
 
 from ..._log import internal_error
 from .._shared import SharedPatch
+from ._network import CURRENT
 
 
 class NetPhases:
@@ -43,6 +44,13 @@ class NetPhases:
 #: Where socket-level durations go now (None: nothing records; the wrappers pass through).
 SINK: contextvars.ContextVar[NetPhases | None] = contextvars.ContextVar(
     "agent_latency_net_sink", default=None)
+
+
+def _sink() -> NetPhases | None:
+    call = CURRENT.get()
+    if call is not None:
+        return call.net  # type: ignore[no-any-return]
+    return SINK.get()
 
 
 class Recording:
@@ -66,7 +74,7 @@ _orig: dict[str, Any] = {}
 
 
 def _getaddrinfo(*args: Any, **kwargs: Any) -> Any:
-    sink = SINK.get()
+    sink = _sink()
     if sink is None:
         return _orig["getaddrinfo"](*args, **kwargs)
     t = perf_counter()
@@ -78,7 +86,7 @@ def _getaddrinfo(*args: Any, **kwargs: Any) -> Any:
 
 def _timed_connect(name: str) -> Any:
     def connect(self: Any, *args: Any, **kwargs: Any) -> Any:
-        sink = SINK.get()
+        sink = _sink()
         if sink is None or self.gettimeout() == 0.0:
             return _orig[name](self, *args, **kwargs)
         t = perf_counter()
@@ -93,7 +101,7 @@ def _timed_connect(name: str) -> Any:
 
 
 def _do_handshake(self: Any, *args: Any, **kwargs: Any) -> Any:
-    sink = SINK.get()
+    sink = _sink()
     if sink is None:
         return _orig["do_handshake"](self, *args, **kwargs)
     t = perf_counter()
@@ -106,7 +114,7 @@ def _do_handshake(self: Any, *args: Any, **kwargs: Any) -> Any:
 
 # -- asyncio --------------------------------------------------------------------------------
 async def _loop_getaddrinfo(self: Any, *args: Any, **kwargs: Any) -> Any:
-    sink = SINK.get()
+    sink = _sink()
     if sink is None:
         return await _orig["loop.getaddrinfo"](self, *args, **kwargs)
     t = perf_counter()
@@ -117,7 +125,7 @@ async def _loop_getaddrinfo(self: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 async def _loop_sock_connect(self: Any, sock: Any, address: Any) -> Any:
-    sink = SINK.get()
+    sink = _sink()
     if sink is None:
         return await _orig["loop.sock_connect"](self, sock, address)
     t = perf_counter()
@@ -132,7 +140,7 @@ async def _loop_sock_connect(self: Any, sock: Any, address: Any) -> Any:
 async def _loop_connection_transport(self: Any, sock: Any, protocol_factory: Any, ssl: Any,
                                      *args: Any, **kwargs: Any) -> Any:
     # With ``ssl`` the transport is returned once the TLS handshake is done.
-    sink = SINK.get()
+    sink = _sink()
     if sink is None or not ssl:
         return await _orig["loop._create_connection_transport"](
             self, sock, protocol_factory, ssl, *args, **kwargs)

@@ -230,6 +230,7 @@ def _sent(state: ConnectionState, call: LLMCall) -> None:
     attempt.t_send = state.t_raw_start if state.t_raw_start is not None else call.t_call
     attempt.t_sent = state.t_raw_sent if state.t_raw_sent is not None else perf_counter()
     attempt.reused = state.used
+    attempt.secure = state.secure
     attempt.sock = state.sock
     attempt.status = 200
     if not call.is_async:
