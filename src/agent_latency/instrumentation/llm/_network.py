@@ -96,7 +96,7 @@ def _socket_of(stream: Any) -> Any:
 class Attempt:
     """The marks of one HTTP attempt (one ``send``), in ``perf_counter`` seconds."""
 
-    __slots__ = ("connect", "cpu_sent", "dns", "dns_base", "error", "host", "net", "port",
+    __slots__ = ("connect", "cpu_sent", "dns", "dns_base", "error", "tls_base", "host", "net", "port",
                  "bytes_received", "bytes_sent",
                  "request_id", "response", "reused", "rtt", "rtt_source", "secure", "sock",
                  "status", "t_body_done", "t_closed", "t_connect", "t_headers", "t_received",
@@ -111,7 +111,7 @@ class Attempt:
         self.tls = 0.0
         # Name resolution, from the socket layer (``_sockets``) when it recorded into ``net``
         # (the call's): httpcore counts it inside ``connect_tcp``.
-        self.dns = self.dns_base = 0.0
+        self.dns = self.dns_base = self.tls_base = 0.0
         self.net: Any = None
         self.secure = False
         self.bytes_sent: int | None = None  # from the kernel's counters (TCP_INFO)
