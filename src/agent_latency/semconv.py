@@ -234,6 +234,9 @@ LLM_BYTES_RECEIVED: Final = "agent_latency.llm.bytes_received"
 # charged once, to the task that opened it (``agent_latency.component`` network_overhead).
 SPAN_CONNECTION_SETUP: Final = "connection.setup"
 NET_UPGRADE: Final = "agent_latency.net.upgrade"
+# The client's own work inside a setup span (building the request, first-use imports),
+# before and between the socket operations: budget other, not network.
+NET_CLIENT: Final = "agent_latency.net.client"
 # Per task: the share of round trips that reused an open connection, and the setup time
 # (DNS, connect, TLS, upgrade) after each host's first connection, which a persistent or
 # reused connection would have saved.

@@ -17,7 +17,8 @@ from ._whatif import connection_setup_saving
 
 _LLM_PHASES = tuple((attr, phase) for attr, phase, _ in semconv.LLM_PHASES)
 # A persistent connection's setup span: its phases in the order they happen.
-_SETUP_PHASES = ((semconv.LLM_DNS, "dns"), (semconv.LLM_CONNECT, "connect"),
+_SETUP_PHASES = ((semconv.NET_CLIENT, "client"), (semconv.LLM_DNS, "dns"),
+                 (semconv.LLM_CONNECT, "connect"),
                  (semconv.LLM_TLS, "tls"), (semconv.NET_UPGRADE, "upgrade"))
 
 #: Per-task network counts beyond the ones every task has always had.

@@ -33,12 +33,22 @@ from ._network import CURRENT
 class NetPhases:
     """Socket-level durations (seconds) and counts seen while one call or setup ran."""
 
-    __slots__ = ("connect", "connects", "dns", "last_sock", "tls", "tls_handshakes")
+    __slots__ = ("connect", "connects", "dns", "last_sock", "t_first", "t_last", "tls",
+                 "tls_handshakes")
 
     def __init__(self) -> None:
         self.dns = self.connect = self.tls = 0.0
         self.connects = self.tls_handshakes = 0
         self.last_sock: Any = None  # the last socket connected (for TCP_INFO)
+        # When the first operation recorded here started and the last one ended.
+        self.t_first: float | None = None
+        self.t_last = 0.0
+
+    def mark(self, t_start: float, t_end: float) -> None:
+        """One operation ran from ``t_start`` to ``t_end``."""
+        if self.t_first is None:
+            self.t_first = t_start
+        self.t_last = t_end
 
 
 #: Where socket-level durations go now (None: nothing records; the wrappers pass through).
@@ -81,7 +91,9 @@ def _getaddrinfo(*args: Any, **kwargs: Any) -> Any:
     try:
         return _orig["getaddrinfo"](*args, **kwargs)
     finally:
-        sink.dns += perf_counter() - t
+        now = perf_counter()
+        sink.dns += now - t
+        sink.mark(t, now)
 
 
 def _timed_connect(name: str) -> Any:
@@ -93,7 +105,9 @@ def _timed_connect(name: str) -> Any:
         try:
             return _orig[name](self, *args, **kwargs)
         finally:
-            sink.connect += perf_counter() - t
+            now = perf_counter()
+            sink.connect += now - t
+            sink.mark(t, now)
             sink.connects += 1
             sink.last_sock = self
     connect.__name__ = name.rpartition(".")[2]
@@ -108,7 +122,9 @@ def _do_handshake(self: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return _orig["do_handshake"](self, *args, **kwargs)
     finally:
-        sink.tls += perf_counter() - t
+        now = perf_counter()
+        sink.tls += now - t
+        sink.mark(t, now)
         sink.tls_handshakes += 1
 
 
@@ -121,7 +137,9 @@ async def _loop_getaddrinfo(self: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return await _orig["loop.getaddrinfo"](self, *args, **kwargs)
     finally:
-        sink.dns += perf_counter() - t
+        now = perf_counter()
+        sink.dns += now - t
+        sink.mark(t, now)
 
 
 async def _loop_sock_connect(self: Any, sock: Any, address: Any) -> Any:
@@ -132,7 +150,9 @@ async def _loop_sock_connect(self: Any, sock: Any, address: Any) -> Any:
     try:
         return await _orig["loop.sock_connect"](self, sock, address)
     finally:
-        sink.connect += perf_counter() - t
+        now = perf_counter()
+        sink.connect += now - t
+        sink.mark(t, now)
         sink.connects += 1
         sink.last_sock = sock
 
@@ -149,7 +169,9 @@ async def _loop_connection_transport(self: Any, sock: Any, protocol_factory: Any
         return await _orig["loop._create_connection_transport"](
             self, sock, protocol_factory, ssl, *args, **kwargs)
     finally:
-        sink.tls += perf_counter() - t
+        now = perf_counter()
+        sink.tls += now - t
+        sink.mark(t, now)
         sink.tls_handshakes += 1
 
 

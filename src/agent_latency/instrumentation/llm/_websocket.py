@@ -4,8 +4,9 @@ openai 3.x, sync and async).
 - **The connection's setup** (``ResponsesConnectionManager.__enter__`` / ``enter``, the async
   ``__aenter__``): a ``connection.setup`` span of its own, under the span current when the
   program opened it (so it is charged once, to the task that opened it), with DNS, TCP
-  connect and TLS from the socket layer (:mod:`._sockets`) and the WebSocket upgrade (the
-  rest: the HTTP upgrade round trip and the client's own work around it).
+  connect and TLS from the socket layer (:mod:`._sockets`), the WebSocket upgrade (from the
+  last socket operation to the end: the upgrade request's round trip) and the client's own
+  work before and between them (``agent_latency.net.client``, budget other).
 - **One call per** ``response.create`` sent on the connection (``conn.response.create(…)``
   or ``conn.send({"type": "response.create", …})``): a ``chat {model}`` span under the span
   current when it was sent.  The first byte written and the last are the marks around
@@ -121,17 +122,24 @@ class _Setup:
 
     def done(self, connection: Any, error: BaseException | None) -> None:
         try:
-            duration = perf_counter() - self.t_start
+            t_end = perf_counter()
+            duration = t_end - self.t_start
             phases = self.phases
             setup = phases.dns + phases.connect + phases.tls
             scale = min(1.0, duration / setup) if setup > 0 else 1.0
+            # The upgrade: from the last socket operation (TCP connect or TLS) to the end;
+            # before and between them, the client's own work (the SDK building the
+            # request, first-use imports, ``platform.platform()``).
+            upgrade = t_end - phases.t_last if phases.t_first is not None else duration
+            upgrade = min(max(upgrade, 0.0), max(duration - setup * scale, 0.0))
             attrs: dict[str, Any] = {
                 semconv.COMPONENT: semconv.NETWORK_OVERHEAD,
                 semconv.LLM_TRANSPORT: semconv.TRANSPORT_WEBSOCKET,
+                semconv.NET_CLIENT: max(duration - setup * scale - upgrade, 0.0),
                 semconv.LLM_DNS: phases.dns * scale,
                 semconv.LLM_CONNECT: phases.connect * scale,
                 semconv.LLM_TLS: phases.tls * scale,
-                semconv.NET_UPGRADE: max(duration - setup * scale, 0.0),
+                semconv.NET_UPGRADE: upgrade,
             }
             if self.host:
                 attrs[semconv.SERVER_ADDRESS] = self.host
