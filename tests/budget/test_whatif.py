@@ -104,7 +104,8 @@ class TestWhatIfCases:
         assert connection_setup_saving(ivs) == 0.0
 
     def test_persistent_connection_removes_a_websocket_upgrade_after_the_first(self):
-        ivs = [Interval(0, 10 * MS, "connect", call=1), Interval(10 * MS, 30 * MS, "upgrade", call=1),
+        ivs = [Interval(0, 10 * MS, "connect", call=1),
+               Interval(10 * MS, 30 * MS, "upgrade", call=1),
                Interval(30 * MS, 40 * MS, "connect", call=2),
                Interval(40 * MS, 60 * MS, "upgrade", call=2)]
         p = project(ivs, 0, 60 * MS, Scenario(persistent_connection=True))

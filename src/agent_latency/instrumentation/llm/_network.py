@@ -96,11 +96,11 @@ def _socket_of(stream: Any) -> Any:
 class Attempt:
     """The marks of one HTTP attempt (one ``send``), in ``perf_counter`` seconds."""
 
-    __slots__ = ("connect", "cpu_sent", "dns", "dns_base", "error", "tls_base", "host", "net", "port",
-                 "bytes_received", "bytes_sent",
-                 "request_id", "response", "reused", "rtt", "rtt_source", "secure", "sock",
-                 "status", "t_body_done", "t_closed", "t_connect", "t_headers", "t_received",
-                 "t_return", "t_send", "t_sent", "t_start", "t_tls", "tls", "on_closed")
+    __slots__ = ("bytes_received", "bytes_sent", "connect", "cpu_sent", "dns", "dns_base",
+                 "error", "host", "net", "port", "tls_base", "request_id", "response", "reused",
+                 "rtt", "rtt_source", "secure", "sock", "status", "t_body_done", "t_closed",
+                 "t_connect", "t_headers", "t_received", "t_return", "t_send", "t_sent",
+                 "t_start", "t_tls", "tls", "on_closed")
 
     def __init__(self, host: str, port: int, on_closed: Any = None) -> None:
         self.t_start = perf_counter()

@@ -12,8 +12,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import semconv
-from . import Endpoint, Info, LLMCall, LLMInstrumentor, Settings, StreamState, Target, int_or_none
-from . import _websocket
+from . import (
+    Endpoint,
+    Info,
+    LLMCall,
+    LLMInstrumentor,
+    Settings,
+    StreamState,
+    Target,
+    _websocket,
+    int_or_none,
+)
 from ._stainless import async_post_wrapper, method_wrapper, post_wrapper
 
 _instruments = ("openai >= 1.0, < 4",)

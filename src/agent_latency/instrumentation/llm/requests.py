@@ -45,7 +45,7 @@ _ATTEMPT: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar(
 _PATHS = {"/chat/completions": CHAT, "/embeddings": EMBEDDINGS}
 
 
-# -- urllib3: attempts ----------------------------------------------------------------------------
+# -- urllib3: attempts -------------------------------------------------------------------
 def _urlopen(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     call = CURRENT.get()
     if call is None:
@@ -124,7 +124,7 @@ def _getresponse(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     return response
 
 
-# -- requests: calls --------------------------------------------------------------------------------
+# -- requests: calls ---------------------------------------------------------------------
 class _Fields:
     """A JSON object read like an SDK model: ``obj.field`` (None when absent)."""
 
