@@ -117,3 +117,21 @@ class TestRequestsCalls:
         assert task[semconv.BUDGET_CONNECTION_REUSE_RATIO] == 0.0
         # Two of the three setups would have been saved by one persistent connection.
         assert task[semconv.BUDGET_CONNECTION_SETUP_SAVING] > 0
+
+
+class TestInstrumentAfterImport:
+    """instrument() with requests already imported (an OTLP exporter imports it) and httpx not:
+    applying the patches imports httpx, whose import hook instruments another target that
+    shares the patch; that must not deadlock."""
+
+    def test_no_deadlock(self) -> None:
+        import os
+        import subprocess
+        import sys
+
+        code = ("import requests, agent_latency; agent_latency.instrument(); "
+                "import httpx; print('ok')")
+        env = {**os.environ, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"}
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                timeout=120, env=env)
+        assert result.stdout.strip() == "ok", result.stderr[-2000:]

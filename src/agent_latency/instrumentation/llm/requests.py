@@ -30,7 +30,7 @@ from typing import Any
 from opentelemetry import propagate
 
 from ..._log import internal_error
-from . import LLMInstrumentor, Settings, Target
+from . import LLMInstrumentor, Settings, Target, _sockets, patch, unpatch
 from ._call import LLMCall, abandon_call
 from ._invoke import Inside, start_call
 from ._network import CURRENT, Attempt
@@ -302,6 +302,17 @@ class RequestsInstrumentor(LLMInstrumentor):
     """OpenAI-compatible calls over ``requests``; attempts over ``urllib3`` for any call."""
 
     _instruments = _instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        # The socket layer only: requests needs neither the httpx send patch nor aiohttp's.
+        self._settings = settings = Settings.from_instrument_kwargs(kwargs)
+        _sockets.acquire()
+        self._done = patch(self.targets(settings))
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        self._settings.active = False
+        unpatch(self._done)
+        _sockets.release()
 
     def targets(self, settings: Settings) -> list[Target]:
         return [
