@@ -215,3 +215,20 @@ def make_ws_sim():
     yield make
     for server in started:
         server.stop()
+
+
+class TestPipelined:
+    """A response.create sent before the previous response was read: events in order."""
+
+    def test_two_sent_then_read(self, otel, client):
+        with client.responses.connect() as conn:
+            conn.response.create(model="sim-r", input="one", max_output_tokens=8)
+            conn.response.create(model="sim-r", input="two", max_output_tokens=8)
+            first, second = _read_one(conn), _read_one(conn)
+        assert first[-1].response.id != second[-1].response.id
+        calls = sorted(llm_spans(otel), key=lambda s: s.start_time)
+        assert [c.attributes[semconv.GEN_AI_RESPONSE_ID] for c in calls] == [
+            first[-1].response.id, second[-1].response.id]
+        for span in calls:
+            assert_phases_add_up(span)
+            assert span.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 8

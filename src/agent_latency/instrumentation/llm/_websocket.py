@@ -14,7 +14,9 @@ openai 3.x, sync and async).
   (``recv_bytes``), before the SDK parses it (openai 3.x spends ~0.4 s of CPU on a
   ``response.completed``: that is the call's ``client_tail``, not network).  The call ends
   at its final event (``response.completed`` / ``.incomplete`` / ``.failed``, or an
-  ``error`` event), when the connection closes, or when the receive fails.
+  ``error`` event), when the connection closes, or when the receive fails.  Responses sent
+  before the previous one was read to its end wait in line: events go to the oldest call
+  not finished.
 - **The phases** are the HTTP path's, computed by the same code: upload, one RTT (the
   kernel's smoothed RTT of the connection's socket), prefill, output generation, the wire
   tail and the client's tail; connect/TLS are 0 (the setup span has them).  The first call
@@ -221,8 +223,8 @@ def _start(endpoint: Endpoint, settings: Settings, state: ConnectionState,
            event: Any) -> LLMCall | None:
     if CURRENT.get() is not None or _event_type(event) != _CREATE:
         return None
-    while state.calls:  # a response never read to its end: it ended at its last event
-        _end(state, state.calls[0], None, abandoned=True)
+    # An earlier response not read to its end stays first in line: its remaining events
+    # come (and are read) before this one's.
     call = start_call(endpoint, settings, _request_of(event), streaming=True,
                       server=(state.host, state.port))
     if call is None:
