@@ -102,7 +102,7 @@ test-current: $(VENV)/.test-installed
 
 # The tests that talk to the SDKs, again on their older httpx-based releases.
 test-legacy: $(LEGACY)/.test-installed
-	$(LEGACY)/bin/python -m pytest -m "not current_only" tests/simulator tests/instrumentation tests/tools/test_mcp.py tests/tools/test_subprocess.py $(PYTEST_ARGS)
+	$(LEGACY)/bin/python -m pytest -m "not current_only" tests/simulator tests/instrumentation tests/network tests/tools/test_mcp.py tests/tools/test_subprocess.py $(PYTEST_ARGS)
 
 # --strict: a broken link, a page missing from the nav or an API name that no longer resolves
 # fails the build.

@@ -320,7 +320,7 @@ class BudgetSpanProcessor(SpanProcessor):
                 warn_once("clock-backwards-task", "agent-latency: task %r ends before it "
                           "starts (the clock went backwards); its wall time is 0", task.name)
             budget = task.finish(end_ns)
-            span.set_attributes(budget_attributes(budget))
+            span.set_attributes(budget_attributes(budget, task.intervals))
             return budget
         except Exception:  # noqa: BLE001
             internal_error("BudgetSpanProcessor.finish_task")
@@ -337,7 +337,8 @@ class BudgetSpanProcessor(SpanProcessor):
         if task.budget is not None or not task.did_agent_work:
             return
         budget = task.finish(_end_ns(span) or task.start_ns)
-        _set_on_ended_span(span, {**budget_attributes(budget), _TASK_NAME: span.name})
+        _set_on_ended_span(span, {**budget_attributes(budget, task.intervals),
+                                  _TASK_NAME: span.name})
 
     def open_tasks(self) -> Iterator[tuple[int, str]]:
         """``(span_id, name)`` of the tasks open now."""

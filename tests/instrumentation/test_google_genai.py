@@ -123,21 +123,12 @@ def _check(span, sim: Simulator, *, streamed: bool, timed: bool = True) -> dict:
     assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 8
     assert (a[semconv.SERVER_ADDRESS], a[semconv.SERVER_PORT]) == ("127.0.0.1", sim.port)
     assert_phases_add_up(span)
-    if timed:
-        truth = truth_of(sim, a[semconv.LLM_SERVER_REQUEST_ID])
-        # Every attempt carries the call's traceparent.
-        assert truth["traceparent"].split("-")[1] == format(span.context.trace_id, "032x")
-        assert a[semconv.LLM_UPLOAD] > 0
-        assert a[semconv.LLM_RTT_SOURCE] != "none"
-    else:
-        # aiohttp: no attempt seen — no request id, traceparent or network phases.
-        records = sim.wait_truth(1)
-        assert len(records) == 1
-        truth = records[0]
-        assert semconv.LLM_SERVER_REQUEST_ID not in a
-        assert truth["traceparent"] is None
-        assert a[semconv.LLM_UPLOAD] == a[semconv.LLM_RTT] == 0.0
-        assert a[semconv.LLM_RTT_SOURCE] == "none"
+    truth = truth_of(sim, a[semconv.LLM_SERVER_REQUEST_ID])
+    # Every attempt carries the call's traceparent; aiohttp's (``timed`` False) is seen
+    # through aiohttp's TraceConfig, whose last request byte may be the headers' (upload 0).
+    assert truth["traceparent"].split("-")[1] == format(span.context.trace_id, "032x")
+    assert a[semconv.LLM_UPLOAD] > 0 if timed else a[semconv.LLM_UPLOAD] >= 0
+    assert a[semconv.LLM_RTT_SOURCE] != "none"
     assert truth["input_tokens"] == a[semconv.GEN_AI_USAGE_INPUT_TOKENS] > 100
     if streamed:
         assert a[semconv.LLM_TIMING_SOURCE] == "measured"

@@ -10,12 +10,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import openai
 import pytest
-from conftest import reset_otel_globals
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -59,7 +58,9 @@ def _rss_kib() -> int:
 
 
 @pytest.fixture
-def provider() -> Iterator[tuple[TracerProvider, BudgetSpanProcessor, OpenSpans]]:
+def provider(reset_globals: Callable[[], None]
+             ) -> Iterator[tuple[TracerProvider, BudgetSpanProcessor, OpenSpans]]:
+    reset_otel_globals = reset_globals
     reset_otel_globals()
     provider = TracerProvider()
     budget = BudgetSpanProcessor()
