@@ -42,7 +42,7 @@ class _Quiet(http.server.BaseHTTPRequestHandler):
         # Headers and body go out in two writes: without this, delayed ACKs cost 40 ms.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self.send_response(200)
         self.send_header("Content-Length", "2")
         self.end_headers()

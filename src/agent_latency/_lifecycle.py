@@ -142,7 +142,7 @@ def _wrap_bootstrap() -> None:
             _finish_worker()
 
     setattr(_bootstrap, _MARK, True)
-    _bootstrap.__wrapped__ = original  # type: ignore[attr-defined]
+    _bootstrap.__wrapped__ = original  # type: ignore[attr-defined]  # a function takes attributes
     base._bootstrap = _bootstrap
 
 

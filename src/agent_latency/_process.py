@@ -184,7 +184,7 @@ def _excepthook_wrapper(original: Any) -> Any:
             pass
         return original(exc_type, exc, tb)
 
-    excepthook.__wrapped__ = original  # type: ignore[attr-defined]
+    excepthook.__wrapped__ = original  # type: ignore[attr-defined]  # a function takes attributes
     return excepthook
 
 

@@ -36,7 +36,7 @@ def detach(token: object) -> None:
     """Detach a context token; one from another context (a generator resumed elsewhere)
     only logs in OpenTelemetry and must never raise into the program."""
     try:
-        otel_context.detach(token)  # type: ignore[arg-type]
+        otel_context.detach(token)  # type: ignore[arg-type]  # a Token kept as object by its callers
     except Exception:  # noqa: BLE001, S110 - OpenTelemetry already logs it
         pass
 
@@ -180,26 +180,26 @@ class _Scope:
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 with self._fresh():
                     return await func(*args, **kwargs)
-            return async_wrapper  # type: ignore[return-value]
+            return async_wrapper  # type: ignore[return-value]  # the wrapper keeps func's signature
         if inspect.isasyncgenfunction(func):
             @functools.wraps(func)
             async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
                 with self._fresh():
                     async for item in func(*args, **kwargs):
                         yield item
-            return agen_wrapper  # type: ignore[return-value]
+            return agen_wrapper  # type: ignore[return-value]  # the wrapper keeps func's signature
         if inspect.isgeneratorfunction(func):
             @functools.wraps(func)
             def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
                 with self._fresh():
                     return (yield from func(*args, **kwargs))
-            return gen_wrapper  # type: ignore[return-value]
+            return gen_wrapper  # type: ignore[return-value]  # the wrapper keeps func's signature
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with self._fresh():
                 return func(*args, **kwargs)
-        return wrapper  # type: ignore[return-value]
+        return wrapper  # type: ignore[return-value]  # the wrapper keeps func's signature
 
 
 class task(_Scope):  # lower case: reads as a function at the call site, like contextlib's

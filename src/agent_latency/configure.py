@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,7 @@ def _instrument(summary: bool | None, targets: list[str] | None,
                           type(provider).__name__)
                 provider = None
         if provider is not None:
-            state.tracer_provider = provider  # type: ignore[assignment]
+            state.tracer_provider = provider  # type: ignore[assignment]  # an SDK provider (add_span_processor)
             if meter_provider is None:
                 meter_provider = _meter_provider()
             state.processor = BudgetSpanProcessor(
@@ -210,10 +211,11 @@ def _add_span_processor(provider: Any, processor: SpanProcessor) -> None:
     """
     import inspect
 
+    parameters: Mapping[str, inspect.Parameter]
     try:
         parameters = inspect.signature(provider.add_span_processor).parameters
     except (TypeError, ValueError):
-        parameters = {}  # type: ignore[assignment]
+        parameters = {}
     if "replace_default_processor" in parameters:
         provider.add_span_processor(processor, replace_default_processor=False)
     else:

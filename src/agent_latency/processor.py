@@ -273,7 +273,7 @@ class BudgetSpanProcessor(SpanProcessor):
                 # Interval's shape: the engine reads it by index, and the NamedTuple's
                 # constructor would cost more than the rest of this branch).
                 # ``call`` is the outermost tool's span id: nested tools share their parent's.
-                task.intervals.append((start, max(end, start),  # type: ignore[arg-type]
+                task.intervals.append((start, max(end, start),  # type: ignore[arg-type]  # a plain tuple of Interval's shape
                                        "tool", top, 0, attrs.get(_TOOL_NAME, "")))
                 if top == sid:
                     task.counts["tool_calls"] += 1

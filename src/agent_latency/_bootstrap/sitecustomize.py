@@ -33,7 +33,7 @@ def _agent_latency_bootstrap() -> None:
     # Run the sitecustomize we shadow, as site.py would have.
     this = sys.modules.pop("sitecustomize", None)
     try:
-        import sitecustomize  # type: ignore[import-not-found]  # noqa: F401 - the one we shadow
+        import sitecustomize  # type: ignore[import-not-found]  # noqa: F401 - the one we shadow, if any
     except ImportError as exc:
         if exc.name != "sitecustomize":
             print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"

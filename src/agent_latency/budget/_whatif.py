@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ._interval import CONNECTION_SETUP_PHASES, Interval, UnknownComponentError
 
@@ -130,7 +131,7 @@ def preset(name: str, **overrides: object) -> Scenario:
         _, fields, _ = PRESETS[name]
     except KeyError:
         raise ValueError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}") from None
-    return Scenario(**{**fields, **overrides})  # type: ignore[arg-type]
+    return Scenario(**{**fields, **overrides})  # type: ignore[arg-type]  # Scenario's own field names
 
 
 @dataclass(slots=True)
@@ -206,24 +207,24 @@ def project(
     )
 
 
-def first_setup_call(intervals: Iterable[Interval]) -> int | None:
+def first_setup_call(intervals: Iterable[Interval | tuple[Any, ...]]) -> int | None:
     """The ``call`` of the task's first connection setup (DNS, connect, TLS, upgrade)."""
     first: tuple[int, int] | None = None
     for iv in intervals:
-        if iv[2] in CONNECTION_SETUP_PHASES and iv[1] > iv[0]:
-            if first is None or iv[0] < first[0]:
-                first = (iv[0], iv[3])
+        if (iv[2] in CONNECTION_SETUP_PHASES and iv[1] > iv[0]
+                and (first is None or iv[0] < first[0])):
+            first = (iv[0], iv[3])
     return first[1] if first is not None else None
 
 
-def connection_setup_saving(intervals: Iterable[Interval | tuple[object, ...]]) -> float:
+def connection_setup_saving(intervals: Iterable[Interval | tuple[Any, ...]]) -> float:
     """Seconds of connection setup after the task's first connection: what a persistent
     (or reused) connection would have saved, busy time, before overlap."""
     ivs = list(intervals)
-    first = first_setup_call(ivs)  # type: ignore[arg-type]
-    return sum(iv[1] - iv[0] for iv in ivs  # type: ignore[operator,misc]
+    first = first_setup_call(ivs)
+    return sum(iv[1] - iv[0] for iv in ivs
                if iv[2] in CONNECTION_SETUP_PHASES and iv[3] != first
-               and iv[1] > iv[0]) * 1e-9  # type: ignore[operator]
+               and iv[1] > iv[0]) * 1e-9
 
 
 def _fold_nested_tools(

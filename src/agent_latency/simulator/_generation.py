@@ -110,7 +110,7 @@ class Generation:
             for i in range(0, len(tokens), step):
                 piece = tokens[i : i + step]
                 if done <= trip < done + len(piece):
-                    if fault.kind == "cut":  # type: ignore[union-attr]
+                    if fault.kind == "cut":  # type: ignore[union-attr]  # trip >= 0 only with a fault
                         rec.output_tokens = done
                         raise StreamCut
                     if on_malformed is not None:

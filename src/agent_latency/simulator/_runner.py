@@ -73,8 +73,8 @@ async def start_server(config: SimulatorConfig, truth: TruthLog | None = None) -
     await site.start()
     server = site._server
     assert server is not None
-    # aiohttp types it AbstractServer; it is the asyncio.Server that has the sockets.
-    upstream = int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
+    # aiohttp types it AbstractServer: the asyncio.Server start_server gave it has sockets.
+    upstream = int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]  # see above
     port = upstream
     try:
         if use_proxy:

@@ -170,7 +170,7 @@ def _session_init(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     return wrapped(*args, **kwargs)
 
 
-_state = {"wanted": False, "patched": None}
+_state: dict[str, object] = {"wanted": False, "patched": None}
 
 
 def _patch_now(_module: Any = None) -> None:

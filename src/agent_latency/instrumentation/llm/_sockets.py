@@ -63,7 +63,7 @@ _recording = SINK.get
 def _sink() -> NetPhases | None:
     """Where an operation now records (also inlined in each wrapper: one call fewer)."""
     call = _current()
-    return call.net if call is not None else _recording()  # type: ignore[no-any-return]
+    return call.net if call is not None else _recording()
 
 
 class Recording:

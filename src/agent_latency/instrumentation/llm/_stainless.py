@@ -65,7 +65,7 @@ def adapt(call: LLMCall, result: Any, request: Mapping[str, Any]) -> Any:
     try:
         parsed = result.parse()
         if inspect.isawaitable(parsed):
-            parsed.close()  # type: ignore[attr-defined]
+            parsed.close()  # type: ignore[attr-defined]  # a coroutine, never awaited
             parsed = None
     except Exception:  # noqa: BLE001 - the program's own parse() will say why
         parsed = None

@@ -78,7 +78,7 @@ class _Chunks:
         # code would make CPython's attribute caches miss on every chunk).
         self.next = self.plain_next = next_chunk
         # Only endpoints whose responses never stream (embeddings) leave observe unset.
-        self.observe = call.endpoint.observe  # type: ignore[assignment]
+        self.observe = call.endpoint.observe  # type: ignore[assignment]  # None only where nothing streams
         self.in_next = False
         self.chunks = self.outputs = 0
         self.t_chunk = self.t_first = self.t_last = self.t_first_chunk = None

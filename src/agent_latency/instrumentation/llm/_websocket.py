@@ -269,7 +269,7 @@ def send_wrapper(endpoint: Endpoint, settings: Settings) -> Any:
                 call = _start(endpoint, settings, state, args[0] if args else kwargs.get("event"))
             except Exception:  # noqa: BLE001
                 internal_error("websocket.send")
-        if call is None:
+        if call is None or state is None:  # (no state, no call)
             return wrapped(*args, **kwargs)
         try:
             result = wrapped(*args, **kwargs)
@@ -296,7 +296,7 @@ def async_send_wrapper(endpoint: Endpoint, settings: Settings) -> Any:
                 call = _start(endpoint, settings, state, args[0] if args else kwargs.get("event"))
             except Exception:  # noqa: BLE001
                 internal_error("websocket.send")
-        if call is None:
+        if call is None or state is None:  # (no state, no call)
             return await wrapped(*args, **kwargs)
         call.is_async = True
         try:

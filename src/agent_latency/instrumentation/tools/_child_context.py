@@ -103,7 +103,7 @@ def _fork_exec_hook(real: Any) -> Any:
                 internal_error("subprocess.fork_exec")
         return real(*args)
 
-    fork_exec.__wrapped__ = real  # type: ignore[attr-defined]
+    fork_exec.__wrapped__ = real  # type: ignore[attr-defined]  # a function takes attributes
     return fork_exec
 
 

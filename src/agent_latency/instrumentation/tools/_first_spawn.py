@@ -56,7 +56,7 @@ def defer(apply: Callable[[], None]) -> None:
             activate()
             # The base class's method, as instrumented now (a subclass's own override has
             # already run and called up to here).
-            return subprocess.Popen._execute_child(  # type: ignore[attr-defined]  # private
+            return subprocess.Popen._execute_child(  # type: ignore[attr-defined]  # private, not in typeshed
                 self, *args, **kwargs)
 
         def system(command: Any) -> int:
@@ -64,7 +64,7 @@ def defer(apply: Callable[[], None]) -> None:
             return os.system(command)  # noqa: S605 - the program's own os.system call
 
         _state.update(execute=original_execute, system=original_system)
-        subprocess.Popen._execute_child = _execute_child  # type: ignore[attr-defined]  # private
+        subprocess.Popen._execute_child = _execute_child  # type: ignore[attr-defined]  # private, not in typeshed
         if original_system is not None:
             os.system = system
         _threads.acquire()
@@ -78,7 +78,7 @@ def defer(apply: Callable[[], None]) -> None:
 
 def _restore() -> None:
     """Originals back (lock held); the thread patch stays until :func:`cancel`."""
-    subprocess.Popen._execute_child = _state.pop("execute")  # type: ignore[attr-defined]  # private
+    subprocess.Popen._execute_child = _state.pop("execute")  # type: ignore[attr-defined]  # private, not in typeshed
     system = _state.pop("system")
     if system is not None:
         os.system = system

@@ -304,8 +304,7 @@ class _Positions:
 
     def __init__(self) -> None:
         try:
-            # Popen's private spawn method: not in typeshed.
-            spawn = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+            spawn = subprocess.Popen._execute_child  # type: ignore[attr-defined]  # private, not in typeshed
             names = list(inspect.signature(spawn).parameters)[1:]
             self.args = names.index("args")
             self.executable = names.index("executable")
@@ -346,7 +345,7 @@ class SubprocessInstrumentor(BaseInstrumentor):
         self._hooked = False
         real = getattr(subprocess, "_fork_exec", None)
         if callable(real) and hasattr(subprocess.Popen, "_posix_spawn"):
-            subprocess._fork_exec = _fork_exec_hook(real)  # type: ignore[attr-defined]
+            subprocess._fork_exec = _fork_exec_hook(real)  # type: ignore[attr-defined]  # private, not in typeshed
             wrap_function_wrapper(subprocess.Popen, "_posix_spawn", _posix_spawn_hook)
             self._hooked = True
         if os.name == "posix":
@@ -370,7 +369,7 @@ class SubprocessInstrumentor(BaseInstrumentor):
             hook = getattr(subprocess, "_fork_exec", None)
             real = getattr(hook, "__wrapped__", None)
             if real is not None:
-                subprocess._fork_exec = real  # type: ignore[attr-defined]
+                subprocess._fork_exec = real  # type: ignore[attr-defined]  # private, not in typeshed
             self._hooked = False
         if isinstance(subprocess.Popen.__dict__.get("returncode"), property):
             del subprocess.Popen.returncode
@@ -381,7 +380,7 @@ class SubprocessInstrumentor(BaseInstrumentor):
         release()
         if self._env_token is not None:
             try:
-                otel_context.detach(self._env_token)  # type: ignore[arg-type]
+                otel_context.detach(self._env_token)  # type: ignore[arg-type]  # a Token kept as object
             except Exception:  # noqa: BLE001, S110 - OpenTelemetry logs it
                 pass
             self._env_token = None
