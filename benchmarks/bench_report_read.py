@@ -46,10 +46,10 @@ _CHILD = ("import resource, sys\n"
 SPANS_PER_TRACE = 81
 
 
-def run_report(src: str, path: Path) -> tuple[float, float, float, int, str]:
+def run_report(src: str, path: Path, **environ: str) -> tuple[float, float, float, int, str]:
     """``(wall s, CPU s, peak RSS MB, exit status, stderr tail)`` of one report in a
     child."""
-    env = dict(os.environ, PYTHONPATH=src)
+    env = dict(os.environ, PYTHONPATH=src, **environ)
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", _CHILD, "report", "--json", str(path)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -81,16 +81,20 @@ def main() -> None:
         traces = -(-args.spans // SPANS_PER_TRACE)
         spans = traces * SPANS_PER_TRACE
         print(f"file: {path.stat().st_size / 1e6:,.0f} MB, {traces:,} traces, {spans:,} spans")
-        trees = [("now", str(HERE.parent / "src"))]
+        now = str(HERE.parent / "src")
+        # "now" parses with orjson when it is installed (an optional accelerator, not a
+        # dependency); "now-stdlib" with the standard library only.
+        trees: list[tuple[str, str, dict[str, str]]] = [
+            ("now", now, {}), ("now-stdlib", now, {"AGENT_LATENCY_REPORT_JSON": "stdlib"})]
         if args.before:
-            trees.insert(0, ("before", args.before))
+            trees.insert(0, ("before", args.before, {}))
         print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        print(f"{'code':<8} {'wall s':>8} {'spans/s':>10} {'CPU s':>7} {'spans/CPU s':>12} "
+        print(f"{'code':<10} {'wall s':>8} {'spans/s':>10} {'CPU s':>7} {'spans/CPU s':>12} "
               f"{'peak RSS MB':>12}  exit")
         for _ in range(args.repeat):
-            for label, src in trees:
-                wall, cpu, rss, rc, err = run_report(src, path)
-                print(f"{label:<8} {wall:>8.1f} {spans / wall:>10,.0f} {cpu:>7.1f} "
+            for label, src, environ in trees:
+                wall, cpu, rss, rc, err = run_report(src, path, **environ)
+                print(f"{label:<10} {wall:>8.1f} {spans / wall:>10,.0f} {cpu:>7.1f} "
                       f"{spans / cpu:>12,.0f} {rss:>12,.0f}  {rc}" + (f"  {err}" if rc else ""))
         print("targets: >= 100,000 spans/s, < 300 MB peak RSS.  Wall time depends on the "
               "machine's load (other processes); spans per CPU second is what the code "
