@@ -19,7 +19,7 @@ import contextlib
 import gc
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ __all__ = [
     "iter_traces",
     "load_tasks",
     "summarize_sources",
+    "summarize_traces",
     "trace_files",
     "main",
     "read_spans",
@@ -206,10 +207,32 @@ def summarize_sources(paths: list[Path], selection: Any = None, *, keep_going: b
     Without ``keep_going`` the first unreadable line raises :class:`BadInput`.  Task
     intervals are dropped once budgets are computed: memory holds figures, not spans.
     """
-    summary = Summary(slowest=slowest, keep_tasks=keep_tasks)
     problems: list[str] = []
-    warnings: list[str] = []
     progress = progress or Progress(total_size(paths))
+    with _no_cyclic_gc():
+        try:
+            traces = iter_traces(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed())
+            summary, warnings = summarize_traces(
+                traces, selection, problems=problems, keep_going=keep_going,
+                keep_tasks=keep_tasks, slowest=slowest)
+        finally:
+            progress.close()
+    return summary, problems, warnings
+
+
+def summarize_traces(traces: Iterable[list[StoredSpan]], selection: Any = None, *,
+                     problems: list[str] | None = None, keep_going: bool = True,
+                     keep_tasks: bool = False, slowest: int = 5,
+                     ) -> tuple[Summary, list[str]]:
+    """A :class:`Summary` of the tasks in ``traces`` (each a list of one trace's spans, from
+    any reader) that ``selection`` keeps, and the warnings met.
+
+    ``problems`` is the reader's list of unreadable input: without ``keep_going`` the first
+    one raises :class:`BadInput` (checked after each trace).
+    """
+    summary = Summary(slowest=slowest, keep_tasks=keep_tasks)
+    problems = problems if problems is not None else []
+    warnings: list[str] = []
     calls: dict[int, list[CallRecord]] = {}
     tools: dict[int, list[tuple[str, float, str]]] = {}
 
@@ -221,21 +244,17 @@ def summarize_sources(paths: list[Path], selection: Any = None, *, keep_going: b
             tools.setdefault(id(task), []).append(
                 (name, max(span.end_ns - span.start_ns, 0) * 1e-9, span.trace_id))
 
-    with _no_cyclic_gc():
-        try:
-            for spans in iter_traces(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed()):
-                if problems and not keep_going:
-                    raise BadInput(problems[0])
-                found, more = find_tasks(spans, keep_intervals=False, on_span=on_span)
-                warnings.extend(more)
-                for task in found:
-                    if selection is None or selection(task):
-                        summary.add(task, calls.get(id(task), []), tools.get(id(task), []))
-                calls.clear()
-                tools.clear()
-            if problems and not keep_going:
-                raise BadInput(problems[0])
-        finally:
-            progress.close()
+    for spans in traces:
+        if problems and not keep_going:
+            raise BadInput(problems[0])
+        found, more = find_tasks(spans, keep_intervals=False, on_span=on_span)
+        warnings.extend(more)
+        for task in found:
+            if selection is None or selection(task):
+                summary.add(task, calls.get(id(task), []), tools.get(id(task), []))
+        calls.clear()
+        tools.clear()
+    if problems and not keep_going:
+        raise BadInput(problems[0])
     summary.tasks.sort(key=lambda t: t.span.start_ns)
-    return summary, problems, warnings
+    return summary, warnings
