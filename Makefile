@@ -1,6 +1,8 @@
 # make demo: a virtual environment, the package, the demo agent against the simulator.
 # make test: every system package and Python package the tests need, then the whole suite
-#            (current SDK line in .venv, the older httpx-based line in .venv-legacy).
+#            (current SDK line in .venv, the older httpx-based line in .venv-legacy) and the
+#            documentation site built with --strict (make docs-check).
+# make docs: serve the documentation site on http://127.0.0.1:8000.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -10,13 +12,16 @@ AIDER ?= .venv-aider
 # Arize Phoenix, the real trace backend the backend tests send to: a server with its own pins.
 PHOENIX ?= .venv-phoenix
 PYTEST_ARGS ?=
+# Where make docs-check builds the site (ignored by git).
+DOCS_SITE ?= site
 # The older SDK line, on httpx/httpcore instead of httpx2/httpcore2.
 LEGACY_PINS ?= "openai>=1.40,<2" "anthropic>=0.40,<0.50" "mcp>=1.9,<2"
 # Debian packages: iptables and libnetfilter-queue for the simulator's kernel-delay mode;
 # Prometheus and Alertmanager for the production-stack tests (tests/production); iproute2 for
-# network namespaces, for servers that must not be reachable from outside (Phoenix).
+# network namespaces, for servers that must not be reachable from outside (Phoenix); Chromium
+# for the --html page's test and the documentation site's (driven headless; never downloaded).
 SYSTEM_PACKAGES ?= iptables libnetfilter-queue-dev build-essential iproute2 prometheus \
-	prometheus-alertmanager
+	prometheus-alertmanager chromium
 
 # netfilterqueue builds against libnetfilter-queue-dev; without it the kernel-delay tests skip.
 define kernel_delay_deps
@@ -24,7 +29,7 @@ define kernel_delay_deps
 	  $(1)/bin/python -m pip install -q 'netfilterqueue>=1.1'; fi
 endef
 
-.PHONY: demo test test-current test-legacy system-packages bench clean
+.PHONY: demo test test-current test-legacy docs docs-check system-packages bench clean
 
 $(VENV)/.demo-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +43,7 @@ demo: $(VENV)/.demo-installed
 $(VENV)/.test-installed: pyproject.toml | system-packages
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e '.[test]'
+	$(VENV)/bin/python -m pip install -q -e '.[test,docs]'
 	$(call kernel_delay_deps,$(VENV))
 	touch $@
 
@@ -78,7 +83,7 @@ system-packages:
 
 test: system-packages $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed \
       $(PHOENIX)/.test-installed
-	$(MAKE) test-current test-legacy
+	$(MAKE) test-current test-legacy docs-check
 
 test-current: $(VENV)/.test-installed
 	AGENT_LATENCY_AIDER_PYTHON=$(abspath $(AIDER))/bin/python \
@@ -87,7 +92,15 @@ test-current: $(VENV)/.test-installed
 
 # The tests that talk to the SDKs, again on their older httpx-based releases.
 test-legacy: $(LEGACY)/.test-installed
-	$(LEGACY)/bin/python -m pytest -m "not current_only" tests/simulator tests/instrumentation tests/tools/test_mcp.py tests/tools/test_subprocess.py $(PYTEST_ARGS)
+	$(LEGACY)/bin/python -m pytest -m "not current_only" tests/simulator tests/instrumentation tests/network tests/tools/test_mcp.py tests/tools/test_subprocess.py $(PYTEST_ARGS)
+
+# --strict: a broken link, a page missing from the nav or an API name that no longer resolves
+# fails the build.
+docs-check: $(VENV)/.test-installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/python -m mkdocs build --strict --site-dir $(DOCS_SITE)
+
+docs: $(VENV)/.test-installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/python -m mkdocs serve --dev-addr 127.0.0.1:8000
 
 bench: $(VENV)/.test-installed
 	$(VENV)/bin/python -m pip install -q -e '.[bench]'
@@ -95,4 +108,4 @@ bench: $(VENV)/.test-installed
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || echo "($$b exited $$?)"; done
 
 clean:
-	rm -rf $(VENV) $(LEGACY) $(AIDER) .pytest_cache .hypothesis .agent-latency
+	rm -rf $(VENV) $(LEGACY) $(AIDER) .pytest_cache .hypothesis .agent-latency $(DOCS_SITE)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,13 @@ def reset_otel_globals() -> None:
     metrics_internal._METER_PROVIDER_SET_ONCE = Once()
     metrics_internal._METER_PROVIDER = None
     metrics_internal._PROXY_METER_PROVIDER = metrics_internal._ProxyMeterProvider()
+
+
+@pytest.fixture
+def reset_globals() -> Callable[[], None]:
+    """``reset_otel_globals`` for tests in folders whose own conftest shadows this one's
+    module name (``from conftest import ...`` finds the nearest)."""
+    return reset_otel_globals
 
 
 @dataclass

@@ -27,12 +27,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._log import logger
+from ._sdk import exporter_endpoint, preferred_aggregation, preferred_temporality
 
 DEFAULT_EXIT_TIMEOUT_S = 2.0
+# The bound in force (AGENT_LATENCY_EXIT_TIMEOUT, read by instrument()): the exit flush, a
+# multiprocessing worker's last flush and the flush on a fatal signal all keep to it.
+exit_timeout_s = DEFAULT_EXIT_TIMEOUT_S
 # The loggers of the exporters that log every failed batch and retry.
 _EXPORTER_LOGGERS = (
     "opentelemetry.exporter.otlp.proto.http.trace_exporter",
@@ -145,7 +148,7 @@ class Destination:
 
 def _destination(signal: str, exporter: object) -> Destination:
     global _filter_installed
-    name = str(getattr(exporter, "_endpoint", None) or getattr(exporter, "path", None)
+    name = str(exporter_endpoint(exporter) or getattr(exporter, "path", None)
                or type(exporter).__name__)
     destination = Destination(signal, name, warns_itself=type(exporter).__module__.startswith(
         "agent_latency."))
@@ -206,42 +209,58 @@ class GuardedSpanExporter(SpanExporter):
             return False
 
 
-class GuardedMetricExporter(MetricExporter):
-    """A push metric exporter of ours: fails quietly and once, stops on a trace-only backend."""
+_metric_guard: list[type] = []
 
-    def __init__(self, inner: MetricExporter) -> None:
-        # The SDK's periodic reader reads these two straight from the exporter.
-        super().__init__(preferred_temporality=getattr(inner, "_preferred_temporality", None),
-                         preferred_aggregation=getattr(inner, "_preferred_aggregation", None))
-        self.inner = inner
-        self.destination = _destination("metrics", inner)
-        self.destination.give_up = self.shutdown
-        self.is_shut_down = False
-        _guards.append(self)
 
-    def export(self, metrics_data: Any, timeout_millis: float = 10_000,
-               **kwargs: Any) -> MetricExportResult:
-        if self.destination.stopped:
-            return MetricExportResult.FAILURE
-        points = _count_points(metrics_data)
-        ok = _run_export(self.destination, points, lambda: self.inner.export(
-            metrics_data, timeout_millis=timeout_millis, **kwargs) is MetricExportResult.SUCCESS)
-        return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
+def _guarded_metric_exporter_class() -> type:
+    """The metric guard, defined on first use: the SDK's metrics package is start-up time a
+    program that exports no metrics never needs."""
+    if _metric_guard:
+        return _metric_guard[0]
+    from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        try:
-            return bool(self.inner.force_flush(timeout_millis=timeout_millis))
-        except Exception:  # noqa: BLE001
-            return False
+    class GuardedMetricExporter(MetricExporter):
+        """A push metric exporter of ours: fails quietly and once, stops on a trace-only
+        backend."""
 
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        if self.is_shut_down:
-            return
-        self.is_shut_down = True
-        try:
-            self.inner.shutdown(timeout_millis=timeout_millis, **kwargs)
-        except Exception:  # noqa: BLE001
-            logger.debug("agent-latency: metric exporter shutdown failed", exc_info=True)
+        def __init__(self, inner: MetricExporter) -> None:
+            # The SDK's periodic reader reads these two straight from the exporter.
+            super().__init__(
+                preferred_temporality=preferred_temporality(inner),
+                preferred_aggregation=preferred_aggregation(inner))
+            self.inner = inner
+            self.destination = _destination("metrics", inner)
+            self.destination.give_up = self.shutdown
+            self.is_shut_down = False
+            _guards.append(self)
+
+        def export(self, metrics_data: Any, timeout_millis: float = 10_000,
+                   **kwargs: Any) -> MetricExportResult:
+            if self.destination.stopped:
+                return MetricExportResult.FAILURE
+            points = _count_points(metrics_data)
+            ok = _run_export(self.destination, points, lambda: self.inner.export(
+                metrics_data, timeout_millis=timeout_millis, **kwargs
+            ) is MetricExportResult.SUCCESS)
+            return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
+
+        def force_flush(self, timeout_millis: float = 10_000) -> bool:
+            try:
+                return bool(self.inner.force_flush(timeout_millis=timeout_millis))
+            except Exception:  # noqa: BLE001
+                return False
+
+        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+            if self.is_shut_down:
+                return
+            self.is_shut_down = True
+            try:
+                self.inner.shutdown(timeout_millis=timeout_millis, **kwargs)
+            except Exception:  # noqa: BLE001
+                logger.debug("agent-latency: metric exporter shutdown failed", exc_info=True)
+
+    _metric_guard.append(GuardedMetricExporter)
+    return GuardedMetricExporter
 
 
 def _count_points(metrics_data: Any) -> int:
@@ -259,7 +278,11 @@ def guard_span_exporter(exporter: SpanExporter) -> SpanExporter:
 
 def guard_metric_reader_exporter(exporter: Any) -> Any:
     """A push metric exporter wrapped; anything else (a pull reader) as it is."""
-    return GuardedMetricExporter(exporter) if isinstance(exporter, MetricExporter) else exporter
+    from opentelemetry.sdk.metrics.export import MetricExporter
+
+    if not isinstance(exporter, MetricExporter):
+        return exporter
+    return _guarded_metric_exporter_class()(exporter)
 
 
 def shut_down_within(providers: Sequence[Any], timeout_s: float) -> bool:

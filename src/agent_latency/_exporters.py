@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -57,10 +56,14 @@ def span_exporters(names: list[str]) -> list[SpanExporter]:
 
 
 def metric_readers(names: list[str],
-                   guard: Callable[[Any], Any] = lambda exporter: exporter) -> list[Any]:
+                   guard: Callable[[Any], Any] = lambda exporter: exporter,
+                   settings: dict[str, Any] | None = None) -> list[Any]:
     """One reader per name: pull exporters (``prometheus``) are readers themselves, push
     exporters (passed through ``guard`` first) are read every
-    ``OTEL_METRIC_EXPORT_INTERVAL`` by a periodic reader."""
+    ``OTEL_METRIC_EXPORT_INTERVAL`` by a periodic reader (``settings``: its validated
+    interval and timeout)."""
+    if not names:
+        return []  # without importing the SDK's metrics package: start-up time
     from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 
     readers = []
@@ -69,7 +72,7 @@ def metric_readers(names: list[str],
         if made is None:
             continue
         readers.append(made if isinstance(made, MetricReader)
-                       else PeriodicExportingMetricReader(guard(made)))
+                       else PeriodicExportingMetricReader(guard(made), **(settings or {})))
     return readers
 
 
@@ -88,6 +91,10 @@ def _entry_name(name: str, signal: str) -> str:
 
 def _load(group: str, name: str, variable: str) -> Any:
     """An instance of the entry point ``name`` of ``group``, or None with one warning."""
+    # Imported here: scanning installed packages' metadata is start-up time the local
+    # default (which names no exporter) never needs.
+    from importlib.metadata import entry_points
+
     found = {ep.name: ep for ep in entry_points(group=group)}
     entry = found.get(name)
     if entry is None:

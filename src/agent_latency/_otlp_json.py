@@ -23,6 +23,8 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from ._sdk import attributes_of, bounded_dict
+
 # SDK SpanKind is 0-based (INTERNAL=0); OTLP's is 1-based (0 is UNSPECIFIED).
 _KIND = {0: 1, 1: 2, 2: 3, 3: 4, 4: 5}
 _CACHE_LIMIT = 64
@@ -118,7 +120,7 @@ def encode_span(span: ReadableSpan) -> str:
         out += f',"startTimeUnixNano":"{span.start_time}"'
     if span.end_time:
         out += f',"endTimeUnixNano":"{span.end_time}"'
-    attributes = _plain(getattr(span, "_attributes", None)) or span.attributes
+    attributes = attributes_of(span)
     if attributes:
         out += ',"attributes":[' + encode_attributes(attributes) + "]"
     if span.dropped_attributes:
@@ -221,8 +223,8 @@ def _plain(attributes: Any) -> Any:
     it costs more than encoding.  Its ``_dict`` is private, so anything else falls back to
     the public mapping.
     """
-    inner = getattr(attributes, "_dict", None)
-    return inner if type(inner) is dict else attributes
+    inner = bounded_dict(attributes)
+    return attributes if inner is None else inner
 
 
 def _event(event: Any) -> str:

@@ -26,8 +26,9 @@ import threading
 import time
 from typing import Any
 
-from . import semconv
-from ._log import internal_error
+from . import _scope, semconv
+from ._lifecycle import flush_provider
+from ._log import FAULTS, fault, internal_error
 
 
 class ProcessTask:
@@ -52,8 +53,7 @@ class ProcessTask:
         """Start the task span and make it the current context of the calling thread."""
         from opentelemetry import context as otel_context
 
-        from . import _scope
-        from .instrumentation.tools.subprocess import parent_context_from_env
+        from .instrumentation.tools._child_context import parent_context_from_env
 
         span, ctx = _scope.start_task(
             name, attributes={**attributes, semconv.TOOL_PID: os.getpid()},
@@ -68,27 +68,55 @@ class ProcessTask:
         if self.ended or self.span is None or os.getpid() != self.pid:
             return
         self.ended = True
-        from opentelemetry.trace import Status, StatusCode
-
-        from . import _scope
-
+        # Nothing is imported here: this runs at exit and in a signal handler.  What is not
+        # loaded yet was not used.
+        subprocess_module = sys.modules.get("agent_latency.instrumentation.tools.subprocess")
         try:
-            from .instrumentation.tools.subprocess import finish_unwaited
-
-            finish_unwaited()
+            if FAULTS:
+                fault("process_task.finish_unwaited")
+            if subprocess_module is not None:
+                subprocess_module.finish_unwaited()
         except Exception:  # noqa: BLE001
             internal_error("process_task.finish_unwaited")
         span = self.span
         try:
+            if FAULTS:
+                fault("process_task.end")
             if self.error is not None:
+                from opentelemetry.trace import Status, StatusCode  # loaded with the span
+
                 span.set_attribute(semconv.ERROR_TYPE, self.error[0])
                 span.set_status(Status(StatusCode.ERROR, self.error[1]))
         except Exception:  # noqa: BLE001
             internal_error("process_task.end")
         _scope.end_task(span)
 
+    def forget(self) -> None:
+        """Back to never opened (a forked child: the parent's process task is the parent's)."""
+        self.span, self.name, self.pid = None, "", 0
+        self.implicit = self.ended = False
+        self.error = None
+
 
 process_task = ProcessTask()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child starts clean: no process task, and fatal signals at their default
+    action again (our handler would end the parent's task in the child)."""
+    try:
+        if FAULTS:
+            fault("process_task.after_fork")
+        process_task.forget()
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is not None and signal.getsignal(sig) is _on_signal:
+                signal.signal(sig, signal.SIG_DFL)
+    except Exception:  # noqa: BLE001
+        internal_error("process_task.after_fork")
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def open_process_task(name: str, start_ns: int, attributes: dict[str, Any]) -> bool:
@@ -143,8 +171,15 @@ def _excepthook_wrapper(original: Any) -> Any:
     def excepthook(exc_type: Any, exc: Any, tb: Any) -> Any:
         try:
             if process_task.is_open:
-                process_task.error = (exc_type.__qualname__, str(exc) or exc_type.__name__)
-                process_task.span.record_exception(exc)
+                from ._scope import capture_command, error_description
+
+                capture = capture_command()
+                process_task.error = (exc_type.__qualname__, error_description(exc, capture))
+                if capture:
+                    process_task.span.record_exception(exc)
+                else:
+                    process_task.span.add_event(
+                        "exception", {"exception.type": exc_type.__qualname__})
         except Exception:  # noqa: BLE001
             pass
         return original(exc_type, exc, tb)
@@ -153,33 +188,25 @@ def _excepthook_wrapper(original: Any) -> Any:
     return excepthook
 
 
-def _flush() -> None:
-    try:
-        from opentelemetry import trace
-
-        provider = trace.get_tracer_provider()
-        flush = getattr(provider, "force_flush", None)
-        if flush is not None:
-            flush(5000)
-    except Exception:  # noqa: BLE001
-        pass
-
-
 def _on_signal(signum: int, frame: Any) -> None:
-    """A fatal signal with the default action: end the task, flush, die of the signal."""
+    """A fatal signal with the default action: end the task, flush (at most
+    ``AGENT_LATENCY_EXIT_TIMEOUT``), die of the signal.  Imports nothing: the main thread
+    may have been inside an import when the signal came."""
     try:
         name = signal.Signals(signum).name
     except ValueError:
         name = f"signal {signum}"
     if process_task.error is None:
         process_task.error = (name, f"killed by {name}")
-    process_task.end()
     try:
-        from .configure import _at_exit
-
-        _at_exit()
+        if FAULTS:
+            fault("process_task.on_signal")
+        process_task.end()
+        configure = sys.modules.get("agent_latency.configure")
+        if configure is not None:
+            configure.end_open_tasks()
+        flush_provider()
     except Exception:  # noqa: BLE001
-        pass
-    _flush()
+        internal_error("process_task.on_signal")
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)

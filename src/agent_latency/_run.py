@@ -38,7 +38,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 from . import semconv
 
@@ -52,7 +51,7 @@ printed on stderr at exit.  CMD's exit status is passed through.
   --children    also instrument child Python processes (each becomes a task of its own)
 """
 
-BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "_bootstrap")
+BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "_bootstrap")
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -142,9 +141,10 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"agent-latency run: {exc}\n\n{USAGE}", file=sys.stderr)
         return 2
-    from ._env import env_flag
+    if not children and os.environ.get(semconv.ENV_RUN_CHILDREN):
+        from ._env import env_flag  # only when set: the launcher stays light
 
-    children = children or env_flag(semconv.ENV_RUN_CHILDREN, False)
+        children = env_flag(semconv.ENV_RUN_CHILDREN, False)
     env = run_environment(name or default_name(cmd), children, start_ns=start_ns)
     sys.stdout.flush()
     sys.stderr.flush()

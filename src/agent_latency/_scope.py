@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -13,7 +14,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import _hooks, semconv
-from ._log import internal_error, warn_once
+from ._env import env_flag
+from ._log import FAULTS, fault, internal_error, warn_once
 from ._version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -22,6 +24,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 _TASK_KEY = otel_context.create_key("agent_latency.task")
 # Task spans open right now, so that a task left open at exit still gets its budget.
 _open_tasks: dict[int, tuple[str, Span]] = {}
+if hasattr(os, "register_at_fork"):
+    # A forked child starts with no task of its own: the parent's are the parent's to end.
+    os.register_at_fork(after_in_child=_open_tasks.clear)
 
 
 _tracer_cache: list[Any] = [None, None]
@@ -36,10 +41,47 @@ def detach(token: object) -> None:
         pass
 
 
-def mark_error(span: Span, exc: BaseException) -> None:
-    """Status ERROR and ``error.type`` for an exception that ended the span's work."""
+def capture_command() -> bool:
+    """Whether ``AGENT_LATENCY_CAPTURE_COMMAND`` lets command lines and error messages of
+    tools, processes and tasks onto spans (read per error: errors are rare)."""
+    return env_flag(semconv.ENV_CAPTURE_COMMAND, False)
+
+
+def error_description(exc: BaseException, capture: bool | None = None) -> str:
+    """A span status description for ``exc``: its message only where capture is on.
+
+    A message carries what the failing code held: ``CalledProcessError`` the whole command
+    line (``--token=...``), an SDK error the request URL or prompt text. Off, the type only.
+    """
+    if capture is None:
+        capture = capture_command()
+    name = type(exc).__name__
+    if not capture:
+        return name
+    try:
+        return str(exc) or name
+    except Exception:  # noqa: BLE001 - a broken __str__ must not break the host
+        return name
+
+
+def mark_error(span: Span, exc: BaseException, capture: bool | None = None) -> None:
+    """Status ERROR and ``error.type`` for an exception that ended the span's work; the
+    message only with command capture on (``capture`` None: the environment decides)."""
     span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-    span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+    span.set_status(Status(StatusCode.ERROR, error_description(exc, capture)))
+
+
+def record_error(span: Span, exc: BaseException, capture: bool | None = None) -> None:
+    """:func:`mark_error` plus the ``exception`` event: with capture on, OpenTelemetry's own
+    (type, message, stack trace); off, the type alone, since a stack trace holds the message
+    and the source lines around the raise (a literal ``--token=...`` among them)."""
+    if capture is None:
+        capture = capture_command()
+    mark_error(span, exc, capture)
+    if capture:
+        span.record_exception(exc)
+    else:
+        span.add_event("exception", {"exception.type": type(exc).__qualname__})
 
 
 def tracer() -> trace.Tracer:
@@ -64,7 +106,7 @@ class _Scope:
     decorated function can run concurrently and recursively.
     """
 
-    __slots__ = ("_attributes", "_kind", "_name", "_span", "_token")
+    __slots__ = ("_attributes", "_kind", "_name", "_pid", "_span", "_token")
 
     def __init__(self, name: str, attributes: dict[str, Any], kind: SpanKind) -> None:
         self._name = name
@@ -72,11 +114,13 @@ class _Scope:
         self._kind = kind
         self._span: Span | None = None
         self._token: object | None = None
+        self._pid = 0
 
     def _fresh(self) -> _Scope:
         fresh = object.__new__(type(self))
         fresh._name, fresh._attributes, fresh._kind = self._name, self._attributes, self._kind
         fresh._span = fresh._token = None
+        fresh._pid = 0
         return fresh
 
     def _context(self, span: Span) -> otel_context.Context:
@@ -96,6 +140,7 @@ class _Scope:
         span = tracer().start_span(self._span_name(), kind=self._kind,
                                    attributes=self._attributes)
         self._span = span
+        self._pid = os.getpid()
         self._token = otel_context.attach(self._context(span))
         return span
 
@@ -104,10 +149,16 @@ class _Scope:
         if span is None:
             return
         self._span = self._token = None
+        if self._pid != os.getpid():
+            # A forked child leaving a block its parent opened (sys.exit in the child, say):
+            # the span is the parent's, ended there once.
+            detach(token)
+            return
         try:
+            if FAULTS:
+                fault(f"{type(self).__name__}.__exit__")
             if exc is not None:
-                mark_error(span, exc)
-                span.record_exception(exc)
+                record_error(span, exc)
             end_ns = time.time_ns()
             self._before_end(span, end_ns)
             span.end(end_time=end_ns)
@@ -239,11 +290,12 @@ def end_task(span: Span, exc: BaseException | None = None) -> bool:
     """Status, budget and end for a task from :func:`start_task`; False when it had already
     ended (at exit, say).  Never raises."""
     try:
+        if FAULTS:
+            fault("end_task")
         if _open_tasks.pop(id(span), None) is None:
             return False
         if exc is not None:
-            mark_error(span, exc)
-            span.record_exception(exc)
+            record_error(span, exc)
         end_ns = time.time_ns()
         _finish_budget(span, end_ns)
         span.end(end_time=end_ns)

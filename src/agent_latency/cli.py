@@ -18,6 +18,8 @@ COMMANDS = {
     "demo": ("agent_latency._demo", "run the demo agent against the simulator"),
     "report": ("agent_latency.report", "show task budgets from a trace file"),
     "whatif": ("agent_latency.report._whatif_cli", "project a recorded task under changes"),
+    "compare": ("agent_latency.report._compare_cli",
+                "compare two sets of runs: medians, 95 % intervals, significance"),
 }
 
 USAGE = "usage: agent-latency {" + ",".join(COMMANDS) + "} ...\n\n" + "\n".join(

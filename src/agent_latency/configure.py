@@ -24,8 +24,14 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from . import _exporters, semconv
-from ._env import env_flag, env_number
+from . import _export_guard, _exporters, _lifecycle, semconv
+from ._env import (
+    batch_span_settings,
+    env_flag,
+    env_int,
+    env_number,
+    metric_reader_settings,
+)
 from ._export_guard import (
     DEFAULT_EXIT_TIMEOUT_S,
     guard_metric_reader_exporter,
@@ -34,7 +40,7 @@ from ._export_guard import (
     shut_down_within,
 )
 from ._local import JsonLinesSpanExporter, TaskSummaryPrinter, default_traces_path
-from ._log import internal_error, logger, warn_once
+from ._log import FAULTS, fault, internal_error, logger, warn_once
 from ._scope import end_open_tasks
 from .processor import BudgetSpanProcessor
 
@@ -118,8 +124,9 @@ def _instrument(summary: bool | None, targets: list[str] | None,
                 meter_provider = _meter_provider()
             state.processor = BudgetSpanProcessor(
                 meter_provider,
-                max_open_tasks=int(env_number(semconv.ENV_MAX_OPEN_TASKS, 10_000)),
-                max_task_age=env_number(semconv.ENV_TASK_MAX_AGE, 24 * 3600.0),
+                max_open_tasks=env_int(semconv.ENV_MAX_OPEN_TASKS, 10_000, maximum=10**8),
+                max_task_age=env_number(semconv.ENV_TASK_MAX_AGE, 24 * 3600.0,
+                                        maximum=10 * 366 * 24 * 3600.0),
             )
             # Budget first: its on_end must run before exporters' in the same provider.
             _add_span_processor(provider, state.processor)
@@ -132,6 +139,9 @@ def _instrument(summary: bool | None, targets: list[str] | None,
 
         state.instrumentors = _all.instrument_all(targets)
         _state = state
+        _export_guard.exit_timeout_s = env_number(semconv.ENV_EXIT_TIMEOUT,
+                                                  DEFAULT_EXIT_TIMEOUT_S, maximum=3600.0)
+        _lifecycle.install()
         if not _atexit_registered:
             # Registered after the provider, so it runs before the provider's own shutdown.
             atexit.register(_at_exit)
@@ -186,9 +196,9 @@ def _at_exit() -> None:
     if _state is not None:
         end_open_tasks()
     # Providers we built stay global after uninstrument(): they are flushed here either way.
-    shut_down_within(_built_providers, env_number(semconv.ENV_EXIT_TIMEOUT,
-                                                  DEFAULT_EXIT_TIMEOUT_S))
+    shut_down_within(_built_providers, _export_guard.exit_timeout_s)
     report_failures()
+    _lifecycle.keep_sigint_exit()  # our last exit hook before the provider's own
 
 
 def _add_span_processor(provider: Any, processor: SpanProcessor) -> None:
@@ -227,6 +237,8 @@ def _open_implicit_process_task() -> None:
             or in_task() or (current.is_valid and not current.is_remote)):
         return
     try:
+        if FAULTS:
+            fault("instrument.process_task")
         start_ns = _process.process_start_ns() or time.time_ns()
         _process.open_process_task(_process.process_name(), start_ns,
                                    {semconv.PROCESS_TASK: True})
@@ -247,7 +259,8 @@ def _meter_provider() -> metrics.MeterProvider:
     names = _exporters.exporter_names("OTEL_METRICS_EXPORTER")
     if names is None:
         names = ["otlp"] if _exporters.otlp_endpoint_set("METRICS") else []
-    readers = _exporters.metric_readers(names, guard=guard_metric_reader_exporter)
+    readers = _exporters.metric_readers(names, guard=guard_metric_reader_exporter,
+                                        settings=metric_reader_settings())
     if not readers:
         # Nowhere to send metrics: leave the proxy, so a provider the program sets later
         # still receives our instruments.
@@ -275,11 +288,13 @@ def _build_tracer_provider() -> tuple[TracerProvider, bool, Path | None]:
     if names is None and not _exporters.otlp_endpoint_set("TRACES"):
         path = default_traces_path()  # absolute now: a later chdir does not move it
         provider.add_span_processor(
-            BatchSpanProcessor(guard_span_exporter(JsonLinesSpanExporter(path))))
+            BatchSpanProcessor(guard_span_exporter(JsonLinesSpanExporter(path)),
+                               **batch_span_settings()))
         return provider, True, path
     path = None
     for exporter in _exporters.span_exporters(["otlp"] if names is None else names):
         if isinstance(exporter, JsonLinesSpanExporter):
             path = exporter.path
-        provider.add_span_processor(BatchSpanProcessor(guard_span_exporter(exporter)))
+        provider.add_span_processor(BatchSpanProcessor(guard_span_exporter(exporter),
+                                                       **batch_span_settings()))
     return provider, False, path

@@ -14,8 +14,11 @@ onto the span as it ends (:func:`_set_on_ended_span`).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -25,7 +28,16 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanKind
 
 from . import _hooks, semconv
-from ._log import internal_error, warn_once
+from ._log import FAULTS, fault, internal_error, warn_once
+from ._sdk import attribute_store as _attribute_store
+from ._sdk import attributes_of as _attributes_of
+from ._sdk import end_ns as _end_ns
+from ._sdk import span_id as _span_id
+from ._sdk import span_kind as _span_kind
+from ._sdk import span_name as _span_name
+from ._sdk import span_parent as _span_parent
+from ._sdk import span_times as _span_times
+from ._sdk import start_ns as _start_ns
 from .budget import COMPONENTS, Budget, Interval, UnknownComponentError, component_of
 from .budget._spans import budget_attributes
 from .budget._tree import TaskNode
@@ -35,9 +47,12 @@ _DEFAULT_MAX_TASK_AGE_S = 24 * 3600.0
 # Past this many intervals a task's intervals are merged per component (the split stays
 # exact; the what-if loses per-call detail), so a long task's memory stays bounded.
 _MAX_INTERVALS_PER_TASK = 100_000
-# Spans open inside tasks; past this, those of finished tasks (spans that never ended) are
-# swept out.
+# Spans open inside tasks; past this, all are forgotten (a last resort).
 _MAX_OPEN_SPANS = 1_000_000
+# Spans left open by tasks that finished (or were dropped): swept out once this many have
+# piled up, or at the next task end a minute after the last sweep.
+_SWEEP_AFTER_LEAKED = 10_000
+_SWEEP_AFTER_S = 60.0
 
 # One point per component per task.  The task name is deliberately not an attribute: task
 # names are free text and would make the metric's cardinality unbounded.
@@ -55,13 +70,14 @@ class _OpenTask(TaskNode):
     """What the processor holds for one open task: the task tree's node (intervals, counts,
     nested tasks, budget) and the processor's own bookkeeping."""
 
-    __slots__ = ("closed", "opened", "request", "span_id", "whole_process")
+    __slots__ = ("closed", "open_spans", "opened", "request", "span_id", "whole_process")
 
     def __init__(self, span_id: int, name: str, start_ns: int, parent: _OpenTask | None,
                  request: bool = False, whole_process: bool = False):
         super().__init__(span_id, name, start_ns, parent)
         self.span_id = span_id
         self.closed = False
+        self.open_spans = 0  # spans started in it and not ended yet (not its own)
         self.opened = time.monotonic()
         # A request task candidate: a task only if it sees an LLM call or a tool.
         self.request = request
@@ -72,19 +88,6 @@ class _OpenTask(TaskNode):
         self.intervals.extend(intervals)
         if len(self.intervals) > _MAX_INTERVALS_PER_TASK:
             self.intervals = _merge_per_component(self.intervals)
-
-
-def _attributes_of(span: Any) -> Mapping[str, Any]:
-    """A span's attributes as a plain mapping, cheaply.
-
-    The SDK's public ``attributes`` wraps them in a new ``MappingProxyType`` on every access
-    and ``BoundedAttributes`` lookups run Python code; the processor runs for every span, so
-    it reads the underlying dict when the SDK has one and falls back to the public API.
-    """
-    try:
-        return span._attributes._dict  # type: ignore[no-any-return]
-    except AttributeError:
-        return span.attributes or {}
 
 
 def _set_on_ended_span(span: Any, attributes: Mapping[str, Any]) -> bool:
@@ -99,9 +102,7 @@ def _set_on_ended_span(span: Any, attributes: Mapping[str, Any]) -> bool:
     SDK freezing spans before ``_on_ending`` contradicts the spec; once it stops,
     open-telemetry/opentelemetry-python#5613, this can be ``set_attributes``.)
     """
-    target = getattr(getattr(span, "_attributes", None), "_dict", None)
-    if target is None and isinstance(getattr(span, "_attributes", None), dict):
-        target = span._attributes
+    target = _attribute_store(span)
     if not isinstance(target, dict):
         warn_once("ended-span-attributes", "agent-latency: cannot add attributes to an ended "
                   "%s span; request tasks get their metric but no budget attributes",
@@ -109,6 +110,12 @@ def _set_on_ended_span(span: Any, attributes: Mapping[str, Any]) -> bool:
         return False
     target.update(attributes)
     return True
+
+
+def _call_if_alive(method: weakref.WeakMethod[Any]) -> None:
+    bound = method()
+    if bound is not None:
+        bound()
 
 
 def _merge_per_component(intervals: list[Interval]) -> list[Interval]:
@@ -143,7 +150,10 @@ class BudgetSpanProcessor(SpanProcessor):
         max_open_tasks: int = _DEFAULT_MAX_OPEN_TASKS,
         max_task_age: float = _DEFAULT_MAX_TASK_AGE_S,
     ) -> None:
-        self._tasks: dict[int, _OpenTask] = {}
+        # In start order: the oldest is evicted first, in O(1).
+        self._tasks: OrderedDict[int, _OpenTask] = OrderedDict()
+        self._leaked = 0  # open spans of finished tasks, since the last sweep
+        self._last_sweep = time.monotonic()
         self._owner: dict[int, _OpenTask] = {}
         # Open spans that are tools or run inside one -> the outermost tool's span id.
         self._in_tool: dict[int, int] = {}
@@ -169,31 +179,45 @@ class BudgetSpanProcessor(SpanProcessor):
             explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
         )
         _hooks.register(self.finish_task)
+        if hasattr(os, "register_at_fork"):
+            forget = weakref.WeakMethod(self._forget_in_child)
+            os.register_at_fork(after_in_child=lambda: _call_if_alive(forget))
+
+    def _forget_in_child(self) -> None:
+        """A forked child's tasks are its own: the parent's open ones are not collected
+        (nor ended) there.  A fresh lock, as one held by another thread at fork stays held."""
+        self._lock = threading.RLock()
+        self._tasks.clear()
+        self._owner.clear()
+        self._in_tool.clear()
 
     # -- SpanProcessor ---------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if not self._enabled:
             return
         try:
-            parent = span._parent  # the SDK's own field: the property costs a call per span
+            if FAULTS:
+                fault("BudgetSpanProcessor.on_start")
+            parent = _span_parent(span)  # the SDK's own field (_sdk): a property costs more
             owner = self._owner.get(parent.span_id) if parent is not None else None
             attrs = _attributes_of(span)
             if attrs and _TASK_NAME in attrs:
-                self._open(_OpenTask(span._context.span_id, str(attrs[_TASK_NAME]),
-                                     span._start_time or 0, owner,
+                self._open(_OpenTask(_span_id(span), str(attrs[_TASK_NAME]),
+                                     _start_ns(span) or 0, owner,
                                      whole_process=_PROCESS in attrs or _RUN in attrs))
                 return
             if owner is None:
                 # A request served with no task around it: a task if agent work happens.
-                if span._kind is _SERVER and (parent is None or parent.is_remote):
-                    self._open(_OpenTask(span._context.span_id, span._name,
-                                         span._start_time or 0, None, request=True))
+                if _span_kind(span) is _SERVER and (parent is None or parent.is_remote):
+                    self._open(_OpenTask(_span_id(span), _span_name(span),
+                                         _start_ns(span) or 0, None, request=True))
                 return
             if owner.closed:
                 return
-            sid = span._context.span_id
+            sid = _span_id(span)
             owner_map = self._owner
             owner_map[sid] = owner
+            owner.open_spans += 1
             # A tool run by a tool (a shell command under a ``run_shell`` function) is tool
             # time like any other, but not another tool call, and a what-if scales it inside
             # the outer tool: remember the outermost tool each span runs in.
@@ -213,7 +237,9 @@ class BudgetSpanProcessor(SpanProcessor):
         if not self._enabled:
             return
         try:
-            task = self._tasks.get(span._context.span_id)
+            if FAULTS:
+                fault("BudgetSpanProcessor._on_ending")
+            task = self._tasks.get(_span_id(span))
             if task is not None and task.request:
                 self._finish_request(task, span)
         except Exception:  # noqa: BLE001
@@ -223,7 +249,9 @@ class BudgetSpanProcessor(SpanProcessor):
         if not self._enabled:
             return
         try:
-            sid = span._context.span_id
+            if FAULTS:
+                fault("BudgetSpanProcessor.on_end")
+            sid = _span_id(span)
             task = self._owner.pop(sid, None)
             if task is None:
                 return
@@ -232,22 +260,23 @@ class BudgetSpanProcessor(SpanProcessor):
                     self._finish_request(task, span)  # an SDK without _on_ending
                 self._close(task, span)
                 return
+            task.open_spans -= 1
             top = self._in_tool.pop(sid, sid)
             attrs = _attributes_of(span)
             if not attrs:
                 return
-            if (attrs.get(_COMPONENT) == _TOOL_EXECUTION
-                    and span._end_time >= span._start_time):
+            start, end = _span_times(span)
+            if attrs.get(_COMPONENT) == _TOOL_EXECUTION and end >= start:
                 # The common case, kept to a tuple append and a counter.
                 # ``call`` is the outermost tool's span id: nested tools share their parent's.
-                task.intervals.append((span._start_time, max(span._end_time, span._start_time),
+                task.intervals.append((start, max(end, start),
                                        "tool", top, 0, attrs.get(_TOOL_NAME, "")))
                 if top == sid:
                     task.counts["tool_calls"] += 1
                     # Tool names are code-chosen (function, executable, MCP tool): bounded.
                     name = attrs.get(_TOOL_NAME)
                     self._tool_duration.record(
-                        (span._end_time - span._start_time) / 1e9,
+                        (end - start) / 1e9,
                         {_TOOL_NAME: name} if name else None)
                 if len(task.intervals) > _MAX_INTERVALS_PER_TASK:
                     task.intervals = _merge_per_component(task.intervals)
@@ -274,6 +303,8 @@ class BudgetSpanProcessor(SpanProcessor):
         if not self._enabled:
             return None
         try:
+            if FAULTS:
+                fault("BudgetSpanProcessor.finish_task")
             task = self._tasks.get(span.get_span_context().span_id)
             if task is None:
                 return None
@@ -285,7 +316,7 @@ class BudgetSpanProcessor(SpanProcessor):
                 warn_once("clock-backwards-task", "agent-latency: task %r ends before it "
                           "starts (the clock went backwards); its wall time is 0", task.name)
             budget = task.finish(end_ns)
-            span.set_attributes(budget_attributes(budget))
+            span.set_attributes(budget_attributes(budget, task.intervals))
             return budget
         except Exception:  # noqa: BLE001
             internal_error("BudgetSpanProcessor.finish_task")
@@ -301,8 +332,9 @@ class BudgetSpanProcessor(SpanProcessor):
         """Budget a request task candidate that saw agent work, on its ending span; once."""
         if task.budget is not None or not task.did_agent_work:
             return
-        budget = task.finish(span._end_time or task.start_ns)
-        _set_on_ended_span(span, {**budget_attributes(budget), _TASK_NAME: span.name})
+        budget = task.finish(_end_ns(span) or task.start_ns)
+        _set_on_ended_span(span, {**budget_attributes(budget, task.intervals),
+                                  _TASK_NAME: span.name})
 
     def open_tasks(self) -> Iterator[tuple[int, str]]:
         """``(span_id, name)`` of the tasks open now."""
@@ -325,6 +357,8 @@ class BudgetSpanProcessor(SpanProcessor):
         task.closed = True
         with self._lock:
             self._tasks.pop(task.span_id, None)
+            if task.open_spans > 0:
+                self._note_leaked(task.open_spans)
         if task.request and task.budget is None:
             task.intervals = []
             return  # a request without agent work: no task
@@ -341,10 +375,24 @@ class BudgetSpanProcessor(SpanProcessor):
             record(budget.shares[component], attributes)
         self._task_connections.record(budget.counts.get("new_connections", 0))
 
+    def _note_leaked(self, count: int) -> None:
+        """``count`` more spans were left open by a task that is gone (lock held); sweep
+        when enough piled up or the last sweep is a minute old — amortised O(1)."""
+        self._leaked += count
+        now = time.monotonic()
+        if self._leaked >= _SWEEP_AFTER_LEAKED or now - self._last_sweep > _SWEEP_AFTER_S:
+            self._sweep()
+
     def _sweep(self) -> None:
         """Forget open spans whose task is gone (spans that never ended, or evicted tasks)."""
         with self._lock:
+            self._leaked = 0
+            self._last_sweep = time.monotonic()
             stale = [sid for sid, task in self._owner.items() if task.closed]
+            if stale:
+                warn_once("leaked-spans", "agent-latency: %d spans were never ended inside "
+                          "tasks that finished; forgotten (end every span you start)",
+                          len(stale))
             for sid in stale:
                 self._owner.pop(sid, None)
             for sid in [sid for sid in self._in_tool if sid not in self._owner]:
@@ -359,10 +407,15 @@ class BudgetSpanProcessor(SpanProcessor):
     def _evict(self, now: float) -> None:
         """Drop the oldest open tasks past the cap or the age limit (lock held); never the
         process task (a long-running server's would otherwise be dropped after a day)."""
+        skipped = 0
         while self._tasks:
-            oldest = next((t for t in self._tasks.values() if not t.whole_process), None)
-            if oldest is None:
-                return
+            oldest = next(iter(self._tasks.values()))
+            if oldest.whole_process:
+                if skipped >= len(self._tasks):
+                    return  # only process tasks are open
+                self._tasks.move_to_end(oldest.span_id)  # never evicted: out of the way
+                skipped += 1
+                continue
             too_many = len(self._tasks) >= self._max_open_tasks
             too_old = now - oldest.opened > self._max_task_age
             if not (too_many or too_old):
@@ -373,4 +426,4 @@ class BudgetSpanProcessor(SpanProcessor):
                       self._max_open_tasks, self._max_task_age)
             del self._tasks[oldest.span_id]
             oldest.closed = True
-            self._sweep()
+            self._note_leaked(oldest.open_spans + 1)  # its spans, and its own span

@@ -223,3 +223,29 @@ RTT_SOURCE_NONE: Final = "none"
 LLM_ATTEMPT_EVENT: Final = "agent_latency.llm.attempt"
 LLM_ATTEMPT_DURATION: Final = "agent_latency.llm.attempt.duration"
 HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
+
+# --- network: persistent connections, socket phases, per-task counts (issue 13) ----------
+# How an LLM call reached its server: "http" (one HTTP request) or "websocket" (one
+# ``response.create`` on a persistent WebSocket).
+LLM_TRANSPORT: Final = "agent_latency.llm.transport"
+TRANSPORT_HTTP: Final = "http"
+TRANSPORT_WEBSOCKET: Final = "websocket"
+# Handshake round trips the call did not pay because its connection was already open
+# (TCP, plus TLS on an encrypted one); 0 for a call that opened its connection.
+LLM_ROUND_TRIPS_AVOIDED: Final = "agent_latency.llm.round_trips_avoided"
+LLM_WS_MESSAGES_SENT: Final = "agent_latency.llm.ws.messages_sent"
+LLM_WS_MESSAGES_RECEIVED: Final = "agent_latency.llm.ws.messages_received"
+LLM_BYTES_SENT: Final = "agent_latency.llm.bytes_sent"
+LLM_BYTES_RECEIVED: Final = "agent_latency.llm.bytes_received"
+# The span of one persistent connection's setup (DNS, TCP connect, TLS, WebSocket upgrade),
+# charged once, to the task that opened it (``agent_latency.component`` network_overhead).
+SPAN_CONNECTION_SETUP: Final = "connection.setup"
+NET_UPGRADE: Final = "agent_latency.net.upgrade"
+# The client's own work inside a setup span (building the request, first-use imports),
+# before and between the socket operations: budget other, not network.
+NET_CLIENT: Final = "agent_latency.net.client"
+# Per task: the share of round trips that reused an open connection, and the setup time
+# (DNS, connect, TLS, upgrade) after each host's first connection, which a persistent or
+# reused connection would have saved.
+BUDGET_CONNECTION_REUSE_RATIO: Final = "agent_latency.budget.connection_reuse_ratio"
+BUDGET_CONNECTION_SETUP_SAVING: Final = "agent_latency.budget.connection_setup_saving"

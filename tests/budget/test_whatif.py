@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_latency.budget import Interval, Scenario, project
+from agent_latency.budget import Interval, Scenario, connection_setup_saving, project
 
 MS = 1_000_000
 PHASES = ["tool", "prefill", "output_generation", "rtt", "client", "dns", "tail", "connect"]
@@ -83,11 +83,33 @@ class TestWhatIfCases:
         p = project(ivs, 0, 300 * MS, Scenario(prefill_speedup=2.0))
         assert p.projected_wall == pytest.approx(0.25)
 
-    def test_persistent_connection_removes_setup(self):
-        ivs = [Interval(0, 30 * MS, "dns"), Interval(30 * MS, 60 * MS, "connect"),
-               Interval(60 * MS, 100 * MS, "prefill")]
+    def test_persistent_connection_removes_setup_after_the_first(self):
+        # Two calls, each on a new connection: the second's DNS, connect and TLS go; the
+        # task's first connection is still opened once.
+        ivs = [Interval(0, 30 * MS, "dns", call=1), Interval(30 * MS, 60 * MS, "connect", call=1),
+               Interval(60 * MS, 100 * MS, "prefill", call=1),
+               Interval(100 * MS, 110 * MS, "dns", call=2),
+               Interval(110 * MS, 130 * MS, "connect", call=2),
+               Interval(130 * MS, 150 * MS, "tls", call=2),
+               Interval(150 * MS, 200 * MS, "prefill", call=2)]
+        p = project(ivs, 0, 200 * MS, Scenario(persistent_connection=True))
+        assert p.projected_wall == pytest.approx(0.15)
+        assert connection_setup_saving(ivs) == pytest.approx(0.05)
+
+    def test_persistent_connection_keeps_the_only_connection(self):
+        ivs = [Interval(0, 30 * MS, "dns", call=1), Interval(30 * MS, 60 * MS, "connect", call=1),
+               Interval(60 * MS, 100 * MS, "prefill", call=1)]
         p = project(ivs, 0, 100 * MS, Scenario(persistent_connection=True))
-        assert p.projected_wall == pytest.approx(0.04)
+        assert p.projected_wall == pytest.approx(0.1)
+        assert connection_setup_saving(ivs) == 0.0
+
+    def test_persistent_connection_removes_a_websocket_upgrade_after_the_first(self):
+        ivs = [Interval(0, 10 * MS, "connect", call=1),
+               Interval(10 * MS, 30 * MS, "upgrade", call=1),
+               Interval(30 * MS, 40 * MS, "connect", call=2),
+               Interval(40 * MS, 60 * MS, "upgrade", call=2)]
+        p = project(ivs, 0, 60 * MS, Scenario(persistent_connection=True))
+        assert p.projected_wall == pytest.approx(0.03)
 
     def test_slower_model_makes_the_task_longer(self):
         ivs = [Interval(0, 100 * MS, "output_generation", tokens=101)]

@@ -15,7 +15,14 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from llm_helpers import FAST, assert_phases_add_up, llm_spans, one_llm_span, truth_of
+from llm_helpers import (
+    FAST,
+    assert_phases_add_up,
+    llm_spans,
+    loopback_tolerance,
+    one_llm_span,
+    truth_of,
+)
 
 import agent_latency
 from agent_latency import semconv
@@ -116,21 +123,12 @@ def _check(span, sim: Simulator, *, streamed: bool, timed: bool = True) -> dict:
     assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 8
     assert (a[semconv.SERVER_ADDRESS], a[semconv.SERVER_PORT]) == ("127.0.0.1", sim.port)
     assert_phases_add_up(span)
-    if timed:
-        truth = truth_of(sim, a[semconv.LLM_SERVER_REQUEST_ID])
-        # Every attempt carries the call's traceparent.
-        assert truth["traceparent"].split("-")[1] == format(span.context.trace_id, "032x")
-        assert a[semconv.LLM_UPLOAD] > 0
-        assert a[semconv.LLM_RTT_SOURCE] != "none"
-    else:
-        # aiohttp: no attempt seen — no request id, traceparent or network phases.
-        records = sim.wait_truth(1)
-        assert len(records) == 1
-        truth = records[0]
-        assert semconv.LLM_SERVER_REQUEST_ID not in a
-        assert truth["traceparent"] is None
-        assert a[semconv.LLM_UPLOAD] == a[semconv.LLM_RTT] == 0.0
-        assert a[semconv.LLM_RTT_SOURCE] == "none"
+    truth = truth_of(sim, a[semconv.LLM_SERVER_REQUEST_ID])
+    # Every attempt carries the call's traceparent; aiohttp's (``timed`` False) is seen
+    # through aiohttp's TraceConfig, whose last request byte may be the headers' (upload 0).
+    assert truth["traceparent"].split("-")[1] == format(span.context.trace_id, "032x")
+    assert a[semconv.LLM_UPLOAD] > 0 if timed else a[semconv.LLM_UPLOAD] >= 0
+    assert a[semconv.LLM_RTT_SOURCE] != "none"
     assert truth["input_tokens"] == a[semconv.GEN_AI_USAGE_INPUT_TOKENS] > 100
     if streamed:
         assert a[semconv.LLM_TIMING_SOURCE] == "measured"
@@ -139,12 +137,12 @@ def _check(span, sim: Simulator, *, streamed: bool, timed: bool = True) -> dict:
         assert a[semconv.LLM_TTFT] == a[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] > 0
         # The first token reached the program when the server wrote it (same wall clock).
         first_token = span.start_time / 1e9 + a[semconv.LLM_TTFT]
-        assert first_token == pytest.approx(truth["first_token_at"], abs=0.03)
+        assert first_token == pytest.approx(truth["first_token_at"], abs=loopback_tolerance())
         # Loopback: the truth, but for scheduling delays on a busy machine.
         assert a[semconv.LLM_PREFILL] == pytest.approx(truth["queue_s"] + truth["prefill_s"],
-                                                       abs=0.03)
+                                                       abs=loopback_tolerance())
         assert a[semconv.LLM_OUTPUT_GENERATION] == pytest.approx(
-            truth["output_generation_s"], abs=0.03)
+            truth["output_generation_s"], abs=loopback_tolerance())
     else:
         assert a[semconv.LLM_TIMING_SOURCE] == "estimated"
     return truth
@@ -247,7 +245,7 @@ class TestFunctionCalls:
         assert a[semconv.LLM_TIME_PER_OUTPUT_CHUNK] > 0
         truth = truth_of(tool_sim, a[semconv.LLM_SERVER_REQUEST_ID])
         assert a[semconv.LLM_OUTPUT_GENERATION] == pytest.approx(
-            truth["output_generation_s"], abs=0.03)
+            truth["output_generation_s"], abs=loopback_tolerance())
         assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == truth["output_tokens"]
         assert_phases_add_up(span)
 

@@ -10,7 +10,13 @@ import time
 
 import openai
 import pytest
-from llm_helpers import assert_phases_add_up, one_llm_span, truth_of
+from llm_helpers import (
+    assert_phases_add_up,
+    busy_slack,
+    loopback_tolerance,
+    one_llm_span,
+    truth_of,
+)
 
 import agent_latency
 from agent_latency import semconv
@@ -135,9 +141,9 @@ class TestResponsesFunctionCall:
         a = span.attributes
         # 20 tokens/s: a gap is 50 ms; prefill must not swallow one.
         assert a[semconv.LLM_PREFILL] == pytest.approx(truth["queue_s"] + truth["prefill_s"],
-                                                       abs=0.03)
+                                                       abs=loopback_tolerance())
         assert a[semconv.LLM_OUTPUT_GENERATION] == pytest.approx(
-            truth["output_generation_s"], abs=0.03)
+            truth["output_generation_s"], abs=loopback_tolerance())
 
 
 class TestClientTail:
@@ -152,7 +158,7 @@ class TestClientTail:
                 time.sleep(0.3)  # the usage chunk and [DONE] arrive meanwhile
         a = one_llm_span(otel).attributes
         assert a[semconv.LLM_CLIENT_TAIL] >= 0.25
-        assert a[semconv.LLM_TAIL] < 0.05
+        assert a[semconv.LLM_TAIL] < 0.05 + busy_slack()
         assert_phases_add_up(one_llm_span(otel))
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from agent_latency.simulator import Fault
 
-from .conftest import USER
+from .conftest import USER, busy_slack
 
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
@@ -99,7 +99,8 @@ class TestStreamFaults:
             r.read()
         assert headers_after >= 0.19
         rec = sim.wait_truth(1)[0]
-        assert rec["fault_delay_s"] == pytest.approx(0.2, abs=0.02) and rec["queue_s"] < 0.02
+        slack = busy_slack()
+        assert 0.2 <= rec["fault_delay_s"] <= 0.22 + slack and rec["queue_s"] < 0.02 + slack
 
     def test_probability_zero_never_fires(self, make_sim) -> None:
         sim = make_sim(faults=("server_error:p=0",))

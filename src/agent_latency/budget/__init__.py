@@ -29,7 +29,7 @@ from ._interval import (
     component_of,
 )
 from ._split import Budget, split
-from ._whatif import Projection, Scenario, project
+from ._whatif import Projection, Scenario, connection_setup_saving, project
 
 __all__ = [
     "Budget",
@@ -49,6 +49,7 @@ __all__ = [
     "UnknownComponentError",
     "call_phases",
     "component_of",
+    "connection_setup_saving",
     "phases_to_intervals",
     "project",
     "split",

@@ -16,8 +16,11 @@ COMPONENTS = (OUTPUT_GENERATION, PREFILL, TOOL_EXECUTION, NETWORK_OVERHEAD, OTHE
 
 #: A task's counts, in report order.  ``tool_calls`` counts outermost tools only (a tool run
 #: by a tool is tool time, not another call); ``subtasks`` the tasks nested in it at any depth.
+#: Per task: round trips of any transport, WebSocket messages and bytes each way.
+NETWORK_COUNTS = ("round_trips", "ws_messages_sent", "ws_messages_received", "bytes_sent",
+                  "bytes_received")
 COUNT_NAMES = ("llm_calls", "tool_calls", "http_round_trips", "new_connections",
-               "tls_handshakes", "input_tokens", "output_tokens", "subtasks")
+               "tls_handshakes", "input_tokens", "output_tokens", "subtasks", *NETWORK_COUNTS)
 
 #: The phase of an interval (what it was) and the component it counts as.
 PHASE_COMPONENT = {
@@ -31,6 +34,8 @@ PHASE_COMPONENT = {
     "prefill": PREFILL,
     "output_generation": OUTPUT_GENERATION,
     "tail": NETWORK_OVERHEAD,
+    # A persistent connection's WebSocket upgrade (its own setup span, once per connection).
+    "upgrade": NETWORK_OVERHEAD,
     # The client's own work after the response's last byte (an SDK parsing a final event).
     "client_tail": OTHER,
     "tool": TOOL_EXECUTION,
@@ -38,8 +43,8 @@ PHASE_COMPONENT = {
     "other": OTHER,
 }
 
-#: Phases that a persistent connection would remove.
-CONNECTION_SETUP_PHASES = frozenset({"dns", "connect", "tls"})
+#: Phases that a persistent connection would remove (after the first connection).
+CONNECTION_SETUP_PHASES = frozenset({"dns", "connect", "tls", "upgrade"})
 
 
 class UnknownComponentError(ValueError):

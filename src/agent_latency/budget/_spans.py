@@ -6,15 +6,22 @@ Pure: it reads plain mappings of attribute names to values, no OpenTelemetry obj
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .. import semconv
 from ._call import phases_to_intervals
 from ._interval import COMPONENTS, PHASE_COMPONENT, Interval, UnknownComponentError
 from ._split import Budget
+from ._whatif import connection_setup_saving
 
 _LLM_PHASES = tuple((attr, phase) for attr, phase, _ in semconv.LLM_PHASES)
+# A persistent connection's setup span: its phases in the order they happen.
+_SETUP_PHASES = ((semconv.NET_CLIENT, "client"), (semconv.LLM_DNS, "dns"),
+                 (semconv.LLM_CONNECT, "connect"),
+                 (semconv.LLM_TLS, "tls"), (semconv.NET_UPGRADE, "upgrade"))
+
+#: Per-task network counts beyond the ones every task has always had.
 
 
 def span_intervals(
@@ -40,6 +47,10 @@ def span_intervals(
     component = attributes.get(semconv.COMPONENT)
     if component is None:
         return [], None
+    if component == semconv.NETWORK_OVERHEAD and semconv.NET_UPGRADE in attributes:
+        phases = [(phase, float(attributes.get(attr) or 0.0)) for attr, phase in _SETUP_PHASES]
+        name = str(attributes.get(semconv.SERVER_ADDRESS, ""))
+        return phases_to_intervals(phases, start_ns, end_ns, call, name=name), "connection"
     phase = "tool" if component == semconv.TOOL_EXECUTION else str(component)
     if phase not in PHASE_COMPONENT and phase not in COMPONENTS:
         raise UnknownComponentError(
@@ -65,27 +76,65 @@ def count_span(counts: dict[str, int], kind: str, attributes: Mapping[str, Any],
         get = attributes.get
         input_tokens = int(get(semconv.GEN_AI_USAGE_INPUT_TOKENS, 0) or 0)
         output_tokens = int(get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, 0) or 0)
-        round_trips = int(get(semconv.LLM_ATTEMPTS, 1) or 0)
+        attempts = int(get(semconv.LLM_ATTEMPTS, 1) or 0)
+        bytes_sent = int(get(semconv.LLM_BYTES_SENT, 0) or 0)
+        bytes_received = int(get(semconv.LLM_BYTES_RECEIVED, 0) or 0)
+        websocket = get(semconv.LLM_TRANSPORT) == semconv.TRANSPORT_WEBSOCKET
+        ws_sent = int(get(semconv.LLM_WS_MESSAGES_SENT, 0) or 0) if websocket else 0
+        ws_received = int(get(semconv.LLM_WS_MESSAGES_RECEIVED, 0) or 0) if websocket else 0
         new_connection = get(semconv.LLM_CONNECTION_REUSED) is False
         tls = (get(semconv.LLM_TLS) or 0) > 0
         counts["llm_calls"] += 1
         counts["input_tokens"] += input_tokens
         counts["output_tokens"] += output_tokens
-        counts["http_round_trips"] += round_trips
+        _add(counts, "round_trips", attempts)
+        _add(counts, "bytes_sent", bytes_sent)
+        _add(counts, "bytes_received", bytes_received)
+        if websocket:
+            # Its connection's setup span counts the connection and its TLS handshake.
+            _add(counts, "ws_messages_sent", ws_sent)
+            _add(counts, "ws_messages_received", ws_received)
+            return
+        counts["http_round_trips"] += attempts
         if new_connection:
             counts["new_connections"] += 1
         if tls:
             counts["tls_handshakes"] += 1
+    elif kind == "connection":
+        tls = (attributes.get(semconv.LLM_TLS) or 0) > 0
+        counts["new_connections"] += 1
+        if tls:
+            counts["tls_handshakes"] += 1
+            counts["tls_handshakes"] += 1
 
 
-def budget_attributes(budget: Budget) -> dict[str, Any]:
-    """The ``agent_latency.budget.*`` and ``agent_latency.count.*`` attributes of a task."""
+def _add(counts: dict[str, int], key: str, value: int) -> None:
+    counts[key] = counts.get(key, 0) + value
+
+
+def connection_reuse_ratio(counts: Mapping[str, int]) -> float | None:
+    """The share of a task's round trips that went over an already open connection."""
+    trips = counts.get("round_trips", 0)
+    if not trips:
+        return None
+    return max(0.0, min(1.0, 1.0 - counts.get("new_connections", 0) / trips))
+
+
+def budget_attributes(budget: Budget,
+                      intervals: Iterable[Any] | None = None) -> dict[str, Any]:
+    """The ``agent_latency.budget.*`` and ``agent_latency.count.*`` attributes of a task;
+    with its ``intervals``, also the setup time a persistent connection would have saved."""
     attrs: dict[str, Any] = {semconv.BUDGET_WALL: budget.wall}
     for component in COMPONENTS:
         attrs[semconv.budget_share(component)] = budget.shares[component]
         attrs[semconv.budget_busy(component)] = budget.busy[component]
     for key, value in budget.counts.items():
         attrs[semconv.budget_count(key)] = value
+    ratio = connection_reuse_ratio(budget.counts)
+    if ratio is not None:
+        attrs[semconv.BUDGET_CONNECTION_REUSE_RATIO] = ratio
+    if intervals is not None:
+        attrs[semconv.BUDGET_CONNECTION_SETUP_SAVING] = connection_setup_saving(intervals)
     if (tps := budget.output_tokens_per_second) is not None:
         attrs[semconv.BUDGET_OUTPUT_TOKENS_PER_SECOND] = tps
     if (tps := budget.prefill_tokens_per_second) is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ._interval import CONNECTION_SETUP_PHASES, Interval, UnknownComponentError
 
@@ -169,6 +169,14 @@ def project(
     for iv in ivs:
         iv.component  # noqa: B018 - raises UnknownComponentError early, with a clear message
     ivs, durations = _fold_nested_tools(ivs, scenario)
+    if scenario.persistent_connection:
+        # The task's first connection is still opened once.
+        first = first_setup_call(ivs)
+        if first is not None:
+            kept = replace(scenario, persistent_connection=False)
+            for iv in ivs:
+                if iv.call == first and iv.phase in CONNECTION_SETUP_PHASES:
+                    durations[id(iv)] = kept.duration(iv)
     schedule: list[tuple[Interval, int, int]] = []
     # Finished intervals waiting to become predecessors, keyed by recorded end.  Projected
     # times are floats relative to the task start: epoch nanoseconds exceed a double's
@@ -196,6 +204,26 @@ def project(
         projected_wall=max(projected_end, 0.0) * 1e-9,
         schedule=schedule,
     )
+
+
+def first_setup_call(intervals: Iterable[Interval]) -> int | None:
+    """The ``call`` of the task's first connection setup (DNS, connect, TLS, upgrade)."""
+    first: tuple[int, int] | None = None
+    for iv in intervals:
+        if iv[2] in CONNECTION_SETUP_PHASES and iv[1] > iv[0]:
+            if first is None or iv[0] < first[0]:
+                first = (iv[0], iv[3])
+    return first[1] if first is not None else None
+
+
+def connection_setup_saving(intervals: Iterable[Interval | tuple[object, ...]]) -> float:
+    """Seconds of connection setup after the task's first connection: what a persistent
+    (or reused) connection would have saved, busy time, before overlap."""
+    ivs = list(intervals)
+    first = first_setup_call(ivs)  # type: ignore[arg-type]
+    return sum(iv[1] - iv[0] for iv in ivs  # type: ignore[operator,misc]
+               if iv[2] in CONNECTION_SETUP_PHASES and iv[3] != first
+               and iv[1] > iv[0]) * 1e-9  # type: ignore[operator]
 
 
 def _fold_nested_tools(
@@ -237,5 +265,5 @@ def _fold_nested_tools(
     return [iv for iv in ivs if id(iv) not in nested], durations
 
 
-__all__ = ["PRESETS", "Change", "Projection", "Scenario", "UnknownComponentError", "preset",
-           "project"]
+__all__ = ["PRESETS", "Change", "Projection", "Scenario", "UnknownComponentError",
+           "connection_setup_saving", "first_setup_call", "preset", "project"]

@@ -19,7 +19,10 @@ class SharedPatch:
     def __init__(self, apply: Callable[[], None], remove: Callable[[], None]) -> None:
         self._apply = apply
         self._remove = remove
-        self._lock = threading.Lock()
+        # Re-entrant: applying may import a library whose import hook instruments another
+        # target that needs the same patch (the httpx patch imports httpx, whose hook
+        # instruments the httpx target); that user only counts, the outer apply patches.
+        self._lock = threading.RLock()
         self._users = 0
 
     @property

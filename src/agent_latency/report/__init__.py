@@ -40,6 +40,7 @@ from ._cli import (
 )
 from ._read import ReadResult, StoredSpan, TraceFileError, iter_traces, read_spans
 from ._render import render_budget, render_projection, render_summary
+from ._sources import iter_sources
 from ._summary import SCHEMA, CallRecord, Summary, task_json
 from ._tasks import StoredTask, find_tasks
 
@@ -109,13 +110,14 @@ def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
     if isinstance(path, list):
         paths = path
     else:
-        paths = trace_files(path) if rotated else [Path(path)]
+        # A backend URL stays a string: Path() would fold its "//".
+        paths = trace_files(path) if rotated else [path]
     problems: list[str] = []
     tasks: list[StoredTask] = []
     progress = progress or Progress(0, enabled=False)
     with _no_cyclic_gc():
         try:
-            for spans in iter_traces(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed()):
+            for spans in iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed()):
                 if problems and not keep_going:
                     raise BadInput(problems[0])
                 found, more = find_tasks(spans)
@@ -141,6 +143,9 @@ def main(argv: list[str]) -> int:
                         help="write one JSON object (schema 1, see docs/report.md)")
     parser.add_argument("--slowest", type=int, default=5, metavar="N",
                         help="how many of the slowest tasks, LLM calls and tools (default 5)")
+    parser.add_argument("--html", metavar="FILE",
+                        help="also write a self-contained HTML page: a waterfall per task, "
+                             "components, percentiles, what-if (docs/report.md)")
     args = parser.parse_args(argv)
     selection = Selection(args)
     try:
@@ -160,6 +165,12 @@ def main(argv: list[str]) -> int:
         print(f"{_PROG}: no tasks in {names}" + (f" {described}" if described else ""),
               file=sys.stderr)
         return BAD_INPUT if problems else NOTHING
+    if args.html:
+        from ._html import write_report_page
+
+        # A second read: the summary keeps figures, the page needs each task's intervals.
+        page_tasks, _ = load_tasks(paths, selection=selection)
+        write_report_page(args.html, page_tasks, names, problems + warnings)
     if args.json:
         doc = {"schema": SCHEMA, "sources": [str(p) for p in paths],
                "filters": selection.describe() or None,
@@ -211,7 +222,7 @@ def summarize_sources(paths: list[Path], selection: Any = None, *, keep_going: b
     progress = progress or Progress(total_size(paths))
     with _no_cyclic_gc():
         try:
-            traces = iter_traces(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed())
+            traces = iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed())
             summary, warnings = summarize_traces(
                 traces, selection, problems=problems, keep_going=keep_going,
                 keep_tasks=keep_tasks, slowest=slowest)

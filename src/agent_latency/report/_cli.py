@@ -35,8 +35,10 @@ class OneLineParser(argparse.ArgumentParser):
 def add_source_arguments(parser: argparse.ArgumentParser, default: str) -> None:
     """SOURCE…, --task, --since, --until, --service and --keep-going."""
     parser.add_argument("sources", nargs="*", metavar="SOURCE",
-                        help=f"OTLP/JSON trace files or directories of them (default {default} "
-                             "and its rotated files)")
+                        help=f"trace files (OTLP/JSON, OTLP/protobuf, the Collector's file "
+                             "exports), directories of them, or backend URLs "
+                             "(jaeger+http://…, tempo+http://…, phoenix+http://…; see "
+                             f"docs/report.md) (default {default} and its rotated files)")
     parser.add_argument("--task", action="append", metavar="NAME",
                         help="only tasks with this name (repeatable)")
     parser.add_argument("--since", type=_time_arg, metavar="TIME",
@@ -84,19 +86,25 @@ def _time_arg(text: str) -> int:
 def source_paths(sources: list[str], default: str) -> tuple[list[Path], bool]:
     """The files to read, and whether the default (with its rotated files) was used.
 
-    A directory stands for its ``*.jsonl`` and ``*.json`` files (and the local default's
-    rotated ``traces.jsonl.N``), oldest rotation first.
+    A directory stands for its ``*.jsonl``, ``*.json``, ``*.pb`` and ``*.binpb`` files (and
+    the local default's rotated ``traces.jsonl.N``), oldest rotation first.  Backend URLs
+    and format-prefixed files are passed on as they are (strings).
     """
     from . import trace_files
 
     if not sources:
         return trace_files(default), True
     paths: list[Path] = []
+    from ._sources import FILE_FORMATS, is_backend
+
     for source in sources:
+        if is_backend(source) or source.startswith(tuple(f + ":" for f in FILE_FORMATS)):
+            paths.append(source)  # type: ignore[arg-type]  # read by report/_sources.py
+            continue
         path = Path(source)
         if path.is_dir():
             found = sorted(p for p in path.iterdir() if p.is_file() and (
-                p.suffix in {".jsonl", ".json"}))
+                p.suffix in {".jsonl", ".json", ".pb", ".binpb"}))
             rotated = [p for f in found if f.name.endswith(".jsonl")
                        for p in trace_files(f)[:-1]]
             if not found and not rotated:
@@ -230,8 +238,8 @@ def total_size(paths: list[Path]) -> int:
     total = 0
     for path in paths:
         try:
-            total += path.stat().st_size
-        except OSError:
+            total += Path(path).stat().st_size
+        except OSError:  # a backend URL has no size
             pass
     return total
 

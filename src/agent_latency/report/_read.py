@@ -8,6 +8,7 @@ pass that only scans lines for ``"traceId"`` (a regular expression, no JSON pars
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -40,7 +41,7 @@ class StoredSpan:
     end_ns: int
     attributes: dict[str, Any] = field(default_factory=dict)
     status: str = "UNSET"
-    #: The ``service.name`` of the span's resource ("" when none).
+    #: The ``service.name`` of the span's resource, or a Jaeger process's ("" when none).
     service: str = ""
 
 
@@ -220,8 +221,10 @@ class _Reader:
             whole = self._whole_document(first_two[0][1])
             if whole is not None:
                 yield whole
-                # Any further file goes on line by line.
-                lines = (item for item in lines if item[1] != first_two[0][1])
+                # Any further file goes on line by line (the generator reads ``whole_path``
+                # later: not ``first_two``, emptied below).
+                whole_path = first_two[0][1]
+                lines = (item for item in lines if item[1] != whole_path)
                 first_two = []
         for index, path, number, line in _chain(first_two, lines):
             if not line.strip():
@@ -300,9 +303,10 @@ def _spans_of(doc: Any, keep: AttributeFilter | None) -> Iterator[StoredSpan]:
     keys = None if keep is None or callable(keep) else keep
     test = keep if callable(keep) else None
     value_of = _value
-    for rs in doc["resourceSpans"]:
+    # ``batches`` and ``instrumentationLibrarySpans``: Tempo's and older OTLP/JSON names.
+    for rs in doc["resourceSpans"] if "resourceSpans" in doc else doc["batches"]:
         service = _service(rs.get("resource"))
-        for ss in rs.get("scopeSpans", ()):
+        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
             for span in ss.get("spans", ()):
                 if keys is not None:
                     # The common case for the report: only named keys, others not decoded.
@@ -320,7 +324,12 @@ def _spans_of(doc: Any, keep: AttributeFilter | None) -> Iterator[StoredSpan]:
                             attributes[kv["key"]] = value
                 status = span.get("status")
                 yield StoredSpan(
-                    span["traceId"], span["spanId"], span.get("parentSpanId", "") or "",
+                    # Hex as OTLP/JSON writes it; base64 (protobuf's JSON mapping, Tempo's
+                    # API) converted.
+                    trace_id if len(trace_id := span["traceId"]) == 32 else hex_id(trace_id, 16),
+                    span_id if len(span_id := span["spanId"]) == 16 else hex_id(span_id, 8),
+                    parent if len(parent := span.get("parentSpanId", "") or "") in (0, 16)
+                    else hex_id(parent, 8),
                     span.get("name", ""), int(span["startTimeUnixNano"]),
                     int(span["endTimeUnixNano"]), attributes,
                     _status(status) if status else "UNSET", service)
@@ -333,6 +342,18 @@ def _service(resource: Any) -> str:
         if kv.get("key") == "service.name":
             return str(_value(kv.get("value", {})) or "")
     return ""
+
+
+def hex_id(text: str, size: int) -> str:
+    """A trace (16 bytes) or span (8 bytes) id as lower-case hex.  OTLP/JSON writes hex;
+    protobuf's JSON mapping, which Tempo's API follows, writes bytes as base64."""
+    if len(text) == 2 * size or not text:
+        return text  # hex already (the fast path: the local file's ids)
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        return text
+    return raw.hex() if len(raw) == size else text
 
 
 def _value(value: dict[str, Any]) -> Any:

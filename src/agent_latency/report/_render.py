@@ -19,6 +19,9 @@ _COUNT_LABELS = (
     ("http_round_trips", "HTTP round trips"), ("new_connections", "new connections"),
     ("tls_handshakes", "TLS handshakes"), ("input_tokens", "input tokens"),
     ("output_tokens", "output tokens"), ("subtasks", "nested tasks"),
+    ("round_trips", "round trips"), ("ws_messages_sent", "WebSocket messages sent"),
+    ("ws_messages_received", "WebSocket messages received"), ("bytes_sent", "bytes up"),
+    ("bytes_received", "bytes down"),
 )
 
 
@@ -33,6 +36,10 @@ def counts_line(budget: Budget) -> str:
     """The non-zero counts and derived speeds as one line."""
     parts = [f"{budget.counts[k]:,} {label}" for k, label in _COUNT_LABELS
              if budget.counts.get(k)]
+    trips = budget.counts.get("round_trips")
+    if trips:
+        reused = 1.0 - budget.counts.get("new_connections", 0) / trips
+        parts.append(f"{max(reused, 0.0):.0%} connection reuse")
     if (tps := budget.output_tokens_per_second) is not None:
         parts.append(f"{tps:,.0f} output tok/s")
     if (tps := budget.prefill_tokens_per_second) is not None:

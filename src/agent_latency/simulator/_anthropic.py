@@ -23,6 +23,8 @@ def parse_messages(body: dict[str, Any], state: ServerState) -> RequestInfo:
     if not messages or not all(isinstance(m, dict) and "role" in m for m in messages):
         raise ApiError(400, "messages: each message needs a 'role'", param="messages")
     choice = body.get("tool_choice") or {}
+    if not isinstance(choice, dict):
+        raise ApiError(400, "tool_choice: Input should be an object", param="tool_choice")
     return RequestInfo(
         body=body, model=model, stream=bool(body.get("stream")),
         input_tokens=count_input_tokens(body),

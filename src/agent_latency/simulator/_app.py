@@ -37,7 +37,12 @@ async def _shaped_errors(request: web.Request, handler: Handler) -> web.StreamRe
         else:
             message = exc.reason
         return error_response(request.path, exc.status, message)
-    except (ConnectionResetError, asyncio.CancelledError):
+    except ConnectionError:
+        # the client went away (while its body was read, say): aiohttp ends a request whose
+        # handler returned quietly; one that raised, it logs with a traceback
+        log.debug("client disconnected during %s %s", request.method, request.path)
+        return web.Response(status=499)
+    except asyncio.CancelledError:
         raise
     except Exception:  # a simulator bug must not leak a traceback to the client
         log.exception("simulator error on %s %s", request.method, request.path)

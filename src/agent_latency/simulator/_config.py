@@ -45,16 +45,10 @@ class SimulatorConfig:
 
     def validate(self) -> None:
         """Raise ``ValueError`` with a one-line message when a setting is unusable."""
-        if self.prefill_tps <= 0 or self.output_tps <= 0:
-            raise ValueError("--prefill-tps and --output-tps must be > 0")
-        if self.tokens_per_chunk < 1:
-            raise ValueError("--tokens-per-chunk must be >= 1")
-        if not 0.0 <= self.jitter < 1.0:
-            raise ValueError("--jitter must be in [0, 1)")
-        if self.queue_ms < 0 or self.rtt_ms < 0:
-            raise ValueError("--queue-ms and --rtt-ms must be >= 0")
-        if self.max_batch < 1:
-            raise ValueError("--max-batch must be >= 1")
+        from ._limits import CONFIG
+
+        for field, (flag, bound) in CONFIG.items():
+            bound.check(flag, getattr(self, field))
         if not self.allow_remote and not is_loopback(self.host):
             raise ValueError(
                 f"refusing to listen on non-loopback host {self.host!r}; pass --allow-remote"
@@ -65,10 +59,21 @@ class SimulatorConfig:
 
         for spec in self.faults:
             Fault.parse(spec)
+        if self.truth_path is not None:
+            _check_appendable(Path(self.truth_path))
 
     def replace(self, **changes: Any) -> SimulatorConfig:
         """Return a copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
+
+
+def _check_appendable(path: Path) -> None:
+    # found at start-up, not as a traceback after the first request
+    try:
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"--truth {str(path)!r}: cannot append ({exc.strerror or exc})") from None
 
 
 def is_loopback(host: str) -> bool:

@@ -30,6 +30,12 @@ class Fault:
         kind = _ALIASES.get(kind, kind)
         if kind not in KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; expected one of {', '.join(KINDS)}")
+        from ._limits import FAULT_OPTIONS
+
+        for name, value in (("p", p), ("first", first), ("retry_after", retry_after),
+                            ("delay_ms", delay_ms), ("after", after)):
+            if value is not None:
+                FAULT_OPTIONS[name].check(f"fault option {name}", value)
         self.kind = kind
         self.p = p
         self.first = first
@@ -42,6 +48,8 @@ class Fault:
         """Parse ``"cut:after=5,p=0.5"`` or ``{"kind": "cut", "after": 5}``."""
         if isinstance(spec, dict):
             opts = dict(spec)
+            if "kind" not in opts:
+                raise ValueError("a fault needs a 'kind'")
             kind = str(opts.pop("kind"))
         else:
             kind, _, rest = spec.partition(":")
@@ -55,10 +63,10 @@ class Fault:
             return cls(
                 kind.strip(),
                 p=float(opts.pop("p", 1.0)),
-                first=int(opts["first"]) if "first" in opts else None,
+                first=_count("first", opts["first"]) if "first" in opts else None,
                 retry_after=float(opts.pop("retry_after", 1.0)),
                 delay_ms=float(opts.pop("delay_ms", 1000.0)),
-                after=int(opts["after"]) if "after" in opts else None,
+                after=_count("after", opts["after"]) if "after" in opts else None,
             )
         finally:
             opts.pop("first", None)
@@ -68,6 +76,13 @@ class Fault:
 
     def __repr__(self) -> str:
         return f"Fault({self.kind!r}, p={self.p}, first={self.first})"
+
+
+def _count(name: str, value: Any) -> int:
+    # int() would truncate 1.5 and overflow on inf: a count is a whole number or an error
+    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"fault option {name} must be an integer, not {value!r}")
+    return int(value)
 
 
 class FaultInjector:

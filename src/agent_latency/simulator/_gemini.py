@@ -42,7 +42,8 @@ def _contents(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _max_output_tokens(config: dict[str, Any]) -> int | None:
     value = config.get("maxOutputTokens")
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                              or value < 0):
         raise ApiError(400, "Invalid value at 'generation_config.max_output_tokens'")
     return value
 
@@ -56,7 +57,9 @@ def _tools_allowed(body: dict[str, Any]) -> bool:
     tools = body.get("tools")
     declared = isinstance(tools, list) and any(
         isinstance(t, dict) and t.get("functionDeclarations") for t in tools)
-    mode = ((body.get("toolConfig") or {}).get("functionCallingConfig") or {}).get("mode")
+    tool_config = body.get("toolConfig") or {}
+    calling = tool_config.get("functionCallingConfig") if isinstance(tool_config, dict) else None
+    mode = calling.get("mode") if isinstance(calling, dict) else None
     return declared and mode != "NONE"
 
 

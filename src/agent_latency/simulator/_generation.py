@@ -67,6 +67,8 @@ class Generation:
         # admission is server time a client can only see as waiting (on a busy machine,
         # milliseconds).
         queue_start = (rec.started_at_mono or perf_counter()) + (rec.fault_delay_s or 0.0)
+        if self.state.gate is not None:
+            await self.state.gate.wait()
         if self.plan.queue_ms > 0:
             await clock.sleep(self.plan.queue_ms / 1000.0)
         await self.state.capacity.acquire_seat()

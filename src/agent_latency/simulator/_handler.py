@@ -19,6 +19,7 @@ from aiohttp import web
 from ._errors import ApiError, error_response, read_json
 from ._faults import STATUS
 from ._generation import Generation, StreamCut
+from ._limits import OVERRIDES, check_overrides
 from ._script import Plan, Segment, build_plan
 from ._state import ServerState
 from ._truth import TruthRecord
@@ -43,8 +44,26 @@ class RequestInfo:
         self.schema = schema
         self.tools_allowed = tools_allowed
         self.include_usage = include_usage
-        ext = body.get("simulator")
-        self.overrides: dict[str, Any] = ext if isinstance(ext, dict) else {}
+        self.overrides = request_overrides(body)
+
+
+def request_overrides(body: dict[str, Any]) -> dict[str, Any]:
+    """The body's ``"simulator"`` settings, checked; ``ApiError(400)`` names a bad one."""
+    ext = body.get("simulator")
+    if ext is None:
+        return {}
+    try:
+        values = check_overrides(ext, "simulator")
+    except ValueError as exc:
+        raise ApiError(400, str(exc), param="simulator") from None
+    unknown = sorted(set(values) - OVERRIDE_KEYS)
+    if unknown:
+        raise ApiError(400, f"simulator: unknown settings {unknown}; expected some of "
+                       f"{sorted(OVERRIDE_KEYS)}", param="simulator")
+    return values
+
+
+OVERRIDE_KEYS = frozenset(OVERRIDES) | {"fault"}
 
 
 class Encoder(Protocol):
@@ -175,7 +194,13 @@ async def serve(request: web.Request, state: ServerState, spec: ApiSpec) -> web.
         await resp.write_eof()
         rec.mark("response_written_at")
         return resp
-    except (ConnectionResetError, asyncio.CancelledError):
+    except ConnectionError:
+        # The client hung up before (or while) the response went out. Returning a
+        # response lets aiohttp's own ConnectionError handling end the request quietly;
+        # raising would make it log "Error handling request" with a traceback.
+        status = 499
+        return web.Response(status=499)
+    except asyncio.CancelledError:
         status = 499  # client went away
         raise
     finally:
@@ -206,7 +231,7 @@ async def _stream(request: web.Request, gen: Generation, encoder: Encoder,
         if request.transport is not None:
             request.transport.close()
         return resp
-    except ConnectionResetError:
+    except ConnectionError:
         # the client hung up mid-stream (e.g. after a malformed chunk): no traceback
         gen.record.status = 499
         return resp

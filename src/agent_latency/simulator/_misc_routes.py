@@ -60,9 +60,9 @@ async def embeddings(request: web.Request, state: ServerState) -> web.Response:
         await resp.write_eof()
         rec.mark("response_written_at")
         return resp
-    except ConnectionResetError:
+    except ConnectionError:  # the client hung up: quietly, as in _handler.serve
         status = 499
-        raise
+        return web.Response(status=499)
     finally:
         rec.status = status
         rec.mark("finished_at")

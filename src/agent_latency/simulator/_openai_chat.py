@@ -21,7 +21,12 @@ def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(fmt, dict):
         return None
     if fmt.get("type") == "json_schema":
-        return (fmt.get("json_schema") or {}).get("schema") or {}
+        spec = fmt.get("json_schema") or {}
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if schema is not None and not isinstance(schema, dict):
+            raise ApiError(400, "Invalid type for 'response_format.json_schema.schema'.",
+                           param="response_format")
+        return schema or {}
     if fmt.get("type") == "json_object":
         return _JSON_OBJECT_SCHEMA
     return None
@@ -36,7 +41,8 @@ def parse_chat(body: dict[str, Any], state: ServerState) -> RequestInfo:
     if not all(isinstance(m, dict) and "role" in m for m in messages):
         raise ApiError(400, "Each message needs a 'role'.", param="messages")
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None and not isinstance(max_tokens, int):
+    if max_tokens is not None and (not isinstance(max_tokens, int)
+                                   or isinstance(max_tokens, bool) or max_tokens < 0):
         raise ApiError(400, "Invalid type for 'max_tokens'.", param="max_tokens")
     opts = body.get("stream_options") or {}
     return RequestInfo(

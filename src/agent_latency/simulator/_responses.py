@@ -47,10 +47,16 @@ def parse_responses(body: dict[str, Any], state: ServerState) -> RequestInfo:
     if "input" in body and not isinstance(body["input"], (str, list)):
         raise ApiError(400, "Invalid type for 'input'.", param="input")
     max_tokens = body.get("max_output_tokens")
-    if max_tokens is not None and not isinstance(max_tokens, int):
+    if max_tokens is not None and (not isinstance(max_tokens, int)
+                                   or isinstance(max_tokens, bool) or max_tokens < 0):
         raise ApiError(400, "Invalid type for 'max_output_tokens'.", param="max_output_tokens")
-    fmt = (body.get("text") or {}).get("format") or {}
+    text = body.get("text") or {}
+    fmt = text.get("format") or {} if isinstance(text, dict) else None
+    if not isinstance(fmt, dict):
+        raise ApiError(400, "Invalid type for 'text.format'.", param="text")
     schema = fmt.get("schema") if fmt.get("type") == "json_schema" else None
+    if schema is not None and not isinstance(schema, dict):
+        raise ApiError(400, "Invalid type for 'text.format.schema'.", param="text")
     return RequestInfo(
         body=body, model=model, stream=bool(body.get("stream")),
         input_tokens=count_input_tokens(body), assistant_turns=_turns(body),

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
@@ -14,6 +16,7 @@ from ._config import SimulatorConfig
 from ._kernel_delay import KernelDelay
 from ._proxy import DelayProxy
 from ._state import ServerState
+from ._timing import AdmissionGate
 from ._truth import TruthLog
 
 
@@ -171,6 +174,37 @@ class Simulator:
         while len(self._truth.records) < count and time.monotonic() < deadline:
             time.sleep(0.002)
         return self.truth
+
+    @contextlib.contextmanager
+    def held_admission(self, count: int, timeout: float = 30.0) -> Iterator[AdmissionGate]:
+        """Hold requests before their queue until ``count`` wait, then admit them at once.
+
+        For tests of capacity: send ``count`` concurrent requests inside the ``with``; on
+        leaving it, they compete for the prefill slot and the batch from one instant,
+        ``gate.opened_at_mono`` (``perf_counter``), however late their senders started.
+        Raises ``TimeoutError`` if fewer than ``count`` arrive within ``timeout`` seconds
+        (the held ones are let in all the same).
+        """
+        assert self._server is not None and self._loop is not None, "simulator not started"
+        state = self._server.state
+        gate = state.gate = AdmissionGate()
+        opened = threading.Event()
+
+        def open_gate() -> None:
+            state.gate = None
+            gate.open()
+            opened.set()
+
+        try:
+            yield gate
+            deadline = time.monotonic() + timeout
+            while gate.waiting < count:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{gate.waiting} of {count} requests reached the gate")
+                time.sleep(0.002)
+        finally:
+            self._loop.call_soon_threadsafe(open_gate)
+            opened.wait(timeout)
 
     def clear_truth(self) -> None:
         """Forget the records collected so far (the truth file is left alone)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from ._config import SimulatorConfig
 from ._content import compact_json, filler_tokens, instance_for_schema, json_tokens, text_tokens
+from ._limits import check_overrides
 
 _TURN_KEYS = frozenset(
     {"content", "tool_calls", "output_tokens", "prefill_tps", "output_tps", "tokens_per_chunk",
@@ -97,11 +98,9 @@ class Script:
             raise ValueError("script needs a 'models' or 'turns' key")
         if not isinstance(models, dict) or not all(isinstance(v, list) for v in models.values()):
             raise ValueError("script 'models' must map model names to lists of turns")
-        for turns in models.values():
-            for turn in turns:
-                unknown = set(turn) - _TURN_KEYS
-                if unknown:
-                    raise ValueError(f"unknown script turn keys: {sorted(unknown)}")
+        for name, turns in models.items():
+            for number, turn in enumerate(turns):
+                _check_turn(turn, f"script turn {number} of {name!r}")
         self.models: dict[str, list[dict[str, Any]]] = models
 
     @classmethod
@@ -117,6 +116,22 @@ class Script:
         if not turns:
             return None
         return turns[min(assistant_turns, len(turns) - 1)]
+
+
+def _check_turn(turn: Any, where: str) -> None:
+    # a bad value fails at load (start-up), not as a 500 on the request that reaches it
+    if not isinstance(turn, dict):
+        raise ValueError(f"{where} must be a JSON object")
+    unknown = set(turn) - _TURN_KEYS
+    if unknown:
+        raise ValueError(f"unknown script turn keys: {sorted(unknown)}")
+    check_overrides(turn, where)
+    if turn.get("content") is not None and not isinstance(turn["content"], str):
+        raise ValueError(f"{where}.content must be a string")
+    calls = turn.get("tool_calls", [])
+    if not isinstance(calls, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("name"), str) for c in calls):
+        raise ValueError(f"{where}.tool_calls must be a list of objects with a 'name'")
 
 
 def build_plan(cfg: SimulatorConfig, turn: dict[str, Any] | None, *, max_tokens: int | None,

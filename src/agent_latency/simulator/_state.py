@@ -10,7 +10,7 @@ from typing import Any
 from ._config import SimulatorConfig
 from ._faults import FaultInjector
 from ._script import Script
-from ._timing import Capacity, PreciseClock
+from ._timing import AdmissionGate, Capacity, PreciseClock
 from ._truth import TruthLog, TruthRecord
 
 
@@ -18,7 +18,7 @@ class ServerState:
     """Everything the request handlers of one simulator share."""
 
     __slots__ = ("_conn_ids", "_connections", "capacity", "clock", "config", "faults",
-                 "script", "truth")
+                 "gate", "script", "truth")
 
     def __init__(self, config: SimulatorConfig, truth: TruthLog | None = None) -> None:
         self.config = config
@@ -27,6 +27,7 @@ class ServerState:
         self.truth = truth if truth is not None else TruthLog(config.truth_path)
         self.script = Script.load(config.script) if config.script is not None else None
         self.faults = FaultInjector(config.faults, config.seed)
+        self.gate: AdmissionGate | None = None  # see Simulator.held_admission
         self._conn_ids = itertools.count(1)
         # transport -> [connection id, requests served on it]
         self._connections: weakref.WeakKeyDictionary[Any, list[int]] = (

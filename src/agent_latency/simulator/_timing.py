@@ -98,6 +98,37 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
+class AdmissionGate:
+    """Holds requests before their queue time starts until :meth:`open` (a test's barrier).
+
+    Requests held here arrive "together" by construction, whatever the machine's load did to
+    their senders: :meth:`open` lets them all compete for capacity at one instant,
+    ``opened_at_mono``.
+    """
+
+    __slots__ = ("_future", "opened_at_mono", "waiting")
+
+    def __init__(self) -> None:
+        self._future: asyncio.Future[None] | None = None
+        self.waiting = 0  # read from the test's thread: an int is read atomically
+        self.opened_at_mono: float | None = None
+
+    async def wait(self) -> None:
+        """Return once the gate is open (at once if it already is)."""
+        if self.opened_at_mono is not None:
+            return
+        if self._future is None:
+            self._future = asyncio.get_running_loop().create_future()
+        self.waiting += 1
+        await self._future
+
+    def open(self) -> None:
+        """Let every held request in (call in the server's event loop)."""
+        self.opened_at_mono = perf_counter()
+        if self._future is not None and not self._future.done():
+            self._future.set_result(None)
+
+
 class Capacity:
     """Decode-batch seats and the single prefill slot of one simulated server."""
 

@@ -16,7 +16,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from wrapt import wrap_function_wrapper
 
 from ..._log import logger
-from . import _network
+from . import _aiohttp, _network, _sockets
 from ._call import Endpoint, Info, LLMCall, Settings, StreamState
 
 #: ``(module, "Class.method" or "function", wrapper)``.
@@ -75,6 +75,8 @@ class LLMInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         # Settings are read here, once: not per call.
         settings = self._settings = Settings.from_instrument_kwargs(kwargs)
         _network.acquire()
+        _sockets.acquire()
+        _aiohttp.acquire()
         self._done = patch(self.targets(settings))
 
     def _uninstrument(self, **kwargs: Any) -> None:
@@ -82,6 +84,8 @@ class LLMInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if settings is not None:
             settings.active = False
         unpatch(getattr(self, "_done", []))
+        _aiohttp.release()
+        _sockets.release()
         _network.release()
 
 

@@ -14,11 +14,12 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from ... import semconv
 from ..._env import capture_content, env_flag
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from ..._scope import tracer as global_tracer
 from ..._version import __version__
 from ._instruments import Instruments, global_instruments
 from ._network import Attempt
+from ._sockets import NetPhases
 
 # How the call ends; ``deferred`` means a stream or an unread response was handed out.
 _OPEN, _DEFERRED, _DONE = 0, 1, 2
@@ -131,7 +132,7 @@ class LLMCall:
     __slots__ = (
         "__weakref__", "attempts", "capture", "chunks", "content", "context", "cpu_first",
         "endpoint", "first_chunk", "first_cpu", "in_next", "info", "is_async", "kwargs",
-        "last_chunk", "lock", "meta_chunk", "model", "outputs", "propagate", "provider",
+        "last_chunk", "lock", "meta_chunk", "model", "net", "outputs", "propagate", "provider",
         "server_address", "server_port", "settings", "span", "start_ns", "state", "stream",
         "streaming", "t_call", "t_chunk", "t_first", "t_first_chunk", "t_last", "t_return",
         "usage_chunk",
@@ -153,6 +154,7 @@ class LLMCall:
         self.capture = capture = settings.capture
         self.server_address, self.server_port = server
         self.attempts: list[Attempt] = []
+        self.net = NetPhases()  # socket-level DNS/connect/TLS while the call is current
         self.chunks = self.outputs = 0
         self.in_next = False
         self.is_async = False
@@ -224,6 +226,8 @@ class LLMCall:
         if self.state == _DONE or not self.lock.acquire(blocking=False):
             return
         try:
+            if FAULTS:
+                fault("llm.finish")
             if self.state == _DONE:
                 return
             self.state = _DONE
@@ -272,6 +276,8 @@ class LLMCall:
 def abandon_call(call: LLMCall) -> None:
     """``weakref.finalize`` target (a plain function so it keeps no proxy alive)."""
     try:
+        if FAULTS:
+            fault("llm.abandon")
         call.abandon()
     except Exception:  # noqa: BLE001
         internal_error("llm.abandon")

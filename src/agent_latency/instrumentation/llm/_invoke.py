@@ -21,7 +21,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from ._call import Endpoint, LLMCall, Settings
 from ._network import CURRENT
 from ._stream import wrap_stream
@@ -69,6 +69,8 @@ def start_call(endpoint: Endpoint, settings: Settings, request: Mapping[str, Any
                provider: str | None = None) -> LLMCall | None:
     """A new call for a request with these parameters; None when we cannot."""
     try:
+        if FAULTS:
+            fault("llm.start")
         model = request.get("model")
         model = model if isinstance(model, str) else ""
         if streaming is None:
@@ -85,6 +87,8 @@ def handle_result(call: LLMCall, result: Any, request: Mapping[str, Any],
     """What the wrapped callable returned: proxy a stream, let the adapter take an
     SDK-specific object, or finish the call now."""
     try:
+        if FAULTS:
+            fault("llm.result")
         cls = type(result)
         if hasattr(cls, "__next__") or hasattr(cls, "__anext__"):
             wrapped = wrap_stream(result, call)
@@ -136,6 +140,8 @@ def invoke(endpoint: Endpoint, settings: Settings, hooks: Hooks, wrapped: Any, i
         return wrapped(*args, **kwargs)  # a layer under a call of ours: counted once
     call = None
     try:
+        if FAULTS:
+            fault("llm.request")
         request, streaming = hooks.request_of(instance, args, kwargs)
         provider = hooks.provider_of(request) if hooks.provider_of is not None else None
         call = start_call(endpoint, settings, request, streaming=streaming,

@@ -23,7 +23,7 @@ from typing import Any
 from opentelemetry import propagate
 
 from ... import semconv
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from .._shared import SharedPatch
 
 #: The LLM call whose HTTP attempts are being sent right now (set only inside SDK methods).
@@ -65,6 +65,27 @@ def tcp_last_data_received(sock: Any) -> float | None:
     return since_ms / 1e3 if since_ms is not None else None
 
 
+# Bytes the kernel counted on each socket at the end of the last attempt seen on it (so an
+# attempt on a pooled connection gets its own share); bounded.
+_last_bytes: dict[int, tuple[int, int]] = {}
+
+
+def tcp_info_close(sock: Any) -> tuple[float | None, int | None, int | None]:
+    """``(seconds since the last data received, bytes acked, bytes received)`` of ``sock``
+    from one ``TCP_INFO`` read (Linux), each None when unknown."""
+    if _TCP_INFO is None or sock is None:
+        return None, None, None
+    try:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 136)
+    except (OSError, AttributeError, TypeError, ValueError):
+        return None, None, None
+    since = struct.unpack_from("=I", raw, 52)[0] / 1e3 if len(raw) >= 56 else None
+    if len(raw) < 136:
+        return since, None, None
+    acked, received = struct.unpack_from("=QQ", raw, 120)
+    return since, int(acked), int(received)
+
+
 def _socket_of(stream: Any) -> Any:
     try:
         return stream.get_extra_info("socket")
@@ -75,8 +96,9 @@ def _socket_of(stream: Any) -> Any:
 class Attempt:
     """The marks of one HTTP attempt (one ``send``), in ``perf_counter`` seconds."""
 
-    __slots__ = ("connect", "cpu_sent", "error", "host", "port", "request_id", "response", "reused",
-                 "rtt", "rtt_source", "sock", "status", "t_body_done", "t_closed",
+    __slots__ = ("bytes_received", "bytes_sent", "connect", "cpu_sent", "dns", "dns_base",
+                 "error", "host", "net", "port", "tls_base", "request_id", "response", "reused",
+                 "rtt", "rtt_source", "secure", "sock", "status", "t_body_done", "t_closed",
                  "t_connect", "t_headers", "t_received", "t_return", "t_send", "t_sent",
                  "t_start", "t_tls", "tls", "on_closed")
 
@@ -87,6 +109,13 @@ class Attempt:
         self.on_closed = on_closed
         self.connect = 0.0
         self.tls = 0.0
+        # Name resolution, from the socket layer (``_sockets``) when it recorded into ``net``
+        # (the call's): httpcore counts it inside ``connect_tcp``.
+        self.dns = self.dns_base = self.tls_base = 0.0
+        self.net: Any = None
+        self.secure = False
+        self.bytes_sent: int | None = None  # from the kernel's counters (TCP_INFO)
+        self.bytes_received: int | None = None
         self.t_connect = self.t_tls = 0.0
         self.t_send: float | None = None
         self.t_sent: float | None = None
@@ -130,23 +159,43 @@ class Attempt:
     def _closed(self, t: float, info: Any) -> None:
         if self.t_closed is None:
             self.t_closed = t
-            # The connection is still open here: ask the kernel when its last bytes came.
-            since = tcp_last_data_received(self.sock)
+            # The connection is still open here: ask the kernel when its last bytes came,
+            # and how many it carried.
+            since, acked, received = tcp_info_close(self.sock)
             if since is not None:
                 self.t_received = t - since
+            if acked is not None and received is not None:
+                self._count_bytes(acked, received)
             if self.t_body_done is None:
                 self.t_body_done = t
             cb = self.on_closed
             if cb is not None:
                 cb(self, t)
 
+    def _count_bytes(self, acked: int, received: int) -> None:
+        key = id(self.sock)
+        before = (0, 0) if not self.reused else _last_bytes.get(key)
+        if len(_last_bytes) > 256:
+            _last_bytes.clear()
+        _last_bytes[key] = (acked, received)
+        if before is not None:
+            self.bytes_sent = max(acked - before[0], 0)
+            self.bytes_received = max(received - before[1], 0)
+
     def _connect_started(self, t: float, info: Any) -> None:
         self.t_connect = t
         self.reused = False
+        if self.net is not None:
+            self.dns_base = self.net.dns
 
     def _connected(self, t: float, info: Any) -> None:
         self.connect = t - self.t_connect
         self.sock = _socket_of(info.get("return_value"))
+        if self.net is not None:
+            dns = self.net.dns - self.dns_base
+            if 0.0 < dns <= self.connect:
+                self.dns = dns
+                self.connect -= dns
 
     def _tls_started(self, t: float, info: Any) -> None:
         self.t_tls = t
@@ -157,6 +206,8 @@ class Attempt:
     def sync_trace(self, user: Any) -> Any:
         def trace(name: str, info: Any) -> None:
             try:
+                if FAULTS:
+                    fault("network.trace")
                 self.event(name, info)
             except Exception:  # noqa: BLE001
                 internal_error("network.trace")
@@ -167,6 +218,8 @@ class Attempt:
     def async_trace(self, user: Any) -> Any:
         async def trace(name: str, info: Any) -> None:
             try:
+                if FAULTS:
+                    fault("network.atrace")
                 self.event(name, info)
             except Exception:  # noqa: BLE001
                 internal_error("network.atrace")
@@ -231,9 +284,13 @@ for _proto in ("http11", "http2"):
 
 def _prepare(call: Any, request: Any, is_async: bool) -> Attempt | None:
     try:
+        if FAULTS:
+            fault("network.prepare")
         url = request.url
         port = url.port or (443 if url.scheme == "https" else 80)
         attempt = Attempt(url.host, port)
+        attempt.secure = url.scheme == "https"
+        attempt.net = call.net
         call.add_attempt(attempt)
         ext = request.extensions
         user = ext.get("trace")
@@ -268,6 +325,8 @@ def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 def _got_response(attempt: Attempt | None, response: Any) -> Any:
     if attempt is not None:
         try:
+            if FAULTS:
+                fault("network.got_response")
             attempt.got_response(response)
         except Exception:  # noqa: BLE001
             internal_error("network.got_response")

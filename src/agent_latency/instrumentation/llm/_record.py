@@ -8,7 +8,8 @@ from typing import Any
 from opentelemetry.trace import Status, StatusCode
 
 from ... import semconv
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
+from ..._scope import error_description
 from ...budget import CallMarks, CallPhases, call_phases, split_server_time
 from . import _rates
 from ._call import LLMCall
@@ -25,7 +26,7 @@ def compute_phases(call: LLMCall, t_end: float) -> tuple[CallPhases, float, str,
         retry = final.t_start - attempts[0].t_start
         t_send = final.t_send if final.t_send is not None else final.t_start
         t_sent = final.t_sent if final.t_sent is not None else t_send
-        connect, tls = final.connect, final.tls
+        dns, connect, tls = final.dns, final.connect, final.tls
         rtt, rtt_source, reused = final.rtt, final.rtt_source, final.reused
         if call.t_first is not None:
             # A stream's last bytes, from the kernel when the response closed: httpcore's
@@ -37,11 +38,11 @@ def compute_phases(call: LLMCall, t_end: float) -> tuple[CallPhases, float, str,
             # A body read to its end (inside ``send`` when not streamed).
             t_received = final.t_body_done or final.t_return
     else:
-        retry, t_send, t_sent, connect, tls = 0.0, t_call, t_call, 0.0, 0.0
+        retry, t_send, t_sent, dns, connect, tls = 0.0, t_call, t_call, 0.0, 0.0, 0.0
         rtt, rtt_source, reused = 0.0, RTT_NONE, True
         t_received = None
     marks = CallMarks(t_call=t_call, t_send=t_send, t_sent=t_sent, t_end=t_end,
-                      t_first=call.t_first, t_last=call.t_last, connect=connect, tls=tls,
+                      t_first=call.t_first, t_last=call.t_last, dns=dns, connect=connect, tls=tls,
                       rtt=rtt, retry=retry, t_received=t_received,
                       first_token_cpu=_first_token_cpu(call))
     return call_phases(marks), rtt, rtt_source, reused
@@ -70,6 +71,8 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
     info = call.info
     span = call.span
     try:
+        if FAULTS:
+            fault("llm.extract")
         if response is not None and endpoint.from_response is not None:
             endpoint.from_response(call, response)
         elif call.chunks and endpoint.from_stream is not None:
@@ -114,6 +117,12 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
         final = call.attempts[-1]
         if final.request_id:
             attrs[semconv.LLM_SERVER_REQUEST_ID] = final.request_id
+        if reused:
+            # The handshakes a new connection would have cost: TCP, and TLS when encrypted.
+            attrs[semconv.LLM_ROUND_TRIPS_AVOIDED] = 2 if final.secure else 1
+        if final.bytes_sent is not None:
+            attrs[semconv.LLM_BYTES_SENT] = final.bytes_sent
+            attrs[semconv.LLM_BYTES_RECEIVED] = final.bytes_received
         failed = [type(a.error).__qualname__ if a.error is not None else str(a.status)
                   for a in call.attempts[:-1]]
         if failed:
@@ -138,9 +147,14 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
     if error is not None:
         err_type = type(error).__qualname__
         attrs[semconv.ERROR_TYPE] = err_type
-        span.set_status(Status(StatusCode.ERROR, str(error) or err_type))
+        # An SDK's message can hold prompt text or the URL with its credentials: only
+        # with content capture on (the type, error.type, always).
+        span.set_status(Status(StatusCode.ERROR, error_description(error, call.capture)))
         if not isinstance(error, (GeneratorExit,)):
-            span.record_exception(error)
+            if call.capture:
+                span.record_exception(error)
+            else:
+                span.add_event("exception", {"exception.type": err_type})
     span.set_attributes(attrs)
     if call.settings.phase_spans:
         _phase_spans(call, phases, end_ns)
@@ -204,6 +218,8 @@ def _info_attributes(info: Any, attrs: dict[str, Any]) -> None:
 def _content_attributes(call: LLMCall, attrs: dict[str, Any]) -> None:
     endpoint = call.endpoint
     try:
+        if FAULTS:
+            fault("llm.content")
         if endpoint.input_messages is not None:
             attrs[semconv.GEN_AI_INPUT_MESSAGES] = json.dumps(
                 endpoint.input_messages(call.kwargs), default=str)

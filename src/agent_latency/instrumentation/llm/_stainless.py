@@ -19,7 +19,7 @@ from typing import Any
 
 from wrapt import ObjectProxy
 
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from ._call import Endpoint, LLMCall, Settings
 from ._invoke import Hooks, Inside, call_wrapper, invoke, start_call
 from ._network import CURRENT
@@ -159,6 +159,8 @@ async def _post_when_run(endpoint: Endpoint, settings: Settings, wrapped: Any, i
 
 def _endpoint_of(paths: Mapping[str, Endpoint], args: Any, kwargs: Any) -> Endpoint | None:
     try:
+        if FAULTS:
+            fault("llm.stainless_post")
         return _endpoint_for(paths, _path_of(args, kwargs))
     except Exception:  # noqa: BLE001
         internal_error("llm.stainless_post")
@@ -184,6 +186,8 @@ class RawResponse(ObjectProxy):  # type: ignore[misc]
 
     def _self_handle(self, result: Any) -> Any:
         try:
+            if FAULTS:
+                fault("llm.raw_response")
             seen = self._self_parsed.get(id(result))
             if seen is not None:
                 return seen
@@ -273,6 +277,8 @@ class StreamManager(ObjectProxy):  # type: ignore[misc]
 
     def _self_install(self, stream: Any, call: LLMCall) -> None:
         try:
+            if FAULTS:
+                fault("llm.stream_manager")
             raw = getattr(stream, "_raw_stream", None)
             if raw is not None and (is_sync_stream(raw) or is_async_stream(raw)):
                 stream._raw_stream = wrap_stream(raw, call)
@@ -324,6 +330,8 @@ def manager_wrapper(endpoint: Endpoint, settings: Settings) -> Any:
         if CURRENT.get() is not None:
             return manager
         try:
+            if FAULTS:
+                fault("llm.manager")
             return StreamManager(manager, endpoint, settings, instance, dict(kwargs))
         except Exception:  # noqa: BLE001
             internal_error("llm.manager")

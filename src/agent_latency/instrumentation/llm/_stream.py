@@ -19,7 +19,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from wrapt import ObjectProxy
 
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from ._call import LLMCall, abandon_call
 from ._network import CURRENT
 
@@ -83,6 +83,8 @@ class _Chunks:
 
     def __del__(self) -> None:
         try:
+            if FAULTS:
+                fault("llm.abandon")
             self.call.abandon(self)
         except Exception:  # noqa: BLE001
             internal_error("llm.abandon")
@@ -116,6 +118,8 @@ class _SyncChunks(_Chunks):
             self.t_first_chunk = t
             self.first_chunk = chunk
         try:
+            if FAULTS:
+                fault("llm.observe")
             if self.observe(self, chunk):
                 if self.t_first is None:
                     self.t_first = t
@@ -158,6 +162,8 @@ class _AsyncChunks(_Chunks):
             self.t_first_chunk = t
             self.first_chunk = chunk
         try:
+            if FAULTS:
+                fault("llm.observe")
             if self.observe(self, chunk):
                 if self.t_first is None:
                     self.t_first = t

@@ -12,7 +12,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import semconv
-from . import Endpoint, Info, LLMCall, LLMInstrumentor, Settings, StreamState, Target, int_or_none
+from . import (
+    Endpoint,
+    Info,
+    LLMCall,
+    LLMInstrumentor,
+    Settings,
+    StreamState,
+    Target,
+    _websocket,
+    int_or_none,
+)
 from ._stainless import async_post_wrapper, method_wrapper, post_wrapper
 
 _instruments = ("openai >= 1.0, < 4",)
@@ -256,6 +266,8 @@ def _targets(settings: Settings) -> list[Target]:
         ("openai.resources.embeddings", "AsyncEmbeddings.create", embeddings),
         ("openai._base_client", "SyncAPIClient.post", low_level),
         ("openai._base_client", "AsyncAPIClient.post", async_low_level),
+        # openai 3.x: the Responses API over a persistent WebSocket.
+        *_websocket.targets(RESPONSES, settings),
     ]
 
 

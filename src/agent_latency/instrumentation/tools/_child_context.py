@@ -14,7 +14,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.propagators.textmap import DefaultGetter
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 
 
 def context_env(span: trace.Span) -> dict[str, str]:
@@ -95,6 +95,8 @@ def _fork_exec_hook(real: Any) -> Any:
         if extra is not None and len(args) > _ENV_LIST:
             _pending.extra = None
             try:
+                if FAULTS:
+                    fault("subprocess.fork_exec")
                 env_list = child_env_list(args[_ENV_LIST], extra)
                 args = args[:_ENV_LIST] + (env_list,) + args[_ENV_LIST + 1:]
             except Exception:  # noqa: BLE001 - the spawn goes on without the context
@@ -112,6 +114,8 @@ def _posix_spawn_hook(wrapped: Any, instance: Any, args: tuple[Any, ...],
     if extra is not None and len(args) > 2:
         _pending.extra = None
         try:
+            if FAULTS:
+                fault("subprocess.posix_spawn")
             args = args[:2] + (child_env(args[2], extra),) + args[3:]
         except Exception:  # noqa: BLE001
             internal_error("subprocess.posix_spawn")

@@ -25,7 +25,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
 from opentelemetry.trace import Span
 
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from ..._scope import detach, end_task, mark_error, start_task
 from .._imports import when_imported
 
@@ -161,6 +161,8 @@ async def acall_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any
         return await wrapped(*args, **kwargs)
     if prepare is not None:
         try:
+            if FAULTS:
+                fault(where)
             kwargs = prepare(span, kwargs)
         except Exception:  # noqa: BLE001
             internal_error(where)
@@ -170,6 +172,8 @@ async def acall_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any
     except BaseException as exc:
         if on_error is not None:
             try:
+                if FAULTS:
+                    fault(where)
                 on_error(span)
             except Exception:  # noqa: BLE001
                 internal_error(where)
@@ -178,6 +182,8 @@ async def acall_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any
     finally:
         detach(token)
     try:
+        if FAULTS:
+            fault(where)
         if check is not None:
             check(span, result)
         if finish is not None:
@@ -193,6 +199,8 @@ def _start_tool(start: Callable[[], Span], where: str) -> Span | None:
     if not is_instrumentation_enabled():
         return None
     try:
+        if FAULTS:
+            fault(where)
         return start()
     except Exception:  # noqa: BLE001
         internal_error(where)

@@ -18,13 +18,12 @@ and the patches go when the last one releases.
 
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry.instrumentation.utils import unwrap
-from wrapt import wrap_function_wrapper
 
 from ..._scope import detach
 from .._shared import SharedPatch
@@ -72,16 +71,32 @@ def _thread_run(wrapped: Any, instance: Any, args: tuple[Any, ...],
         detach(token)
 
 
+# Plain function patches, not wrapt's: this one is applied by instrument() itself, and
+# importing wrapt costs ~20 ms of start-up.
+_PATCHES = ((ThreadPoolExecutor, "submit", _submit), (threading.Thread, "start", _start),
+            (threading.Thread, _RUN, _thread_run))
+_originals: list[tuple[type, str, Any]] = []
+
+
+def _patched(wrapper: Any, original: Any) -> Any:
+    @functools.wraps(original)
+    def patched(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return wrapper(original.__get__(self), self, args, kwargs)
+
+    return patched
+
+
 def _apply() -> None:
-    wrap_function_wrapper(ThreadPoolExecutor, "submit", _submit)
-    wrap_function_wrapper(threading.Thread, "start", _start)
-    wrap_function_wrapper(threading.Thread, _RUN, _thread_run)
+    for owner, name, wrapper in _PATCHES:
+        original = owner.__dict__[name]
+        _originals.append((owner, name, original))
+        setattr(owner, name, _patched(wrapper, original))
 
 
 def _remove() -> None:
-    unwrap(ThreadPoolExecutor, "submit")
-    unwrap(threading.Thread, "start")
-    unwrap(threading.Thread, _RUN)
+    while _originals:
+        owner, name, original = _originals.pop()
+        setattr(owner, name, original)
 
 
 # Carrying the context into threads, reference counted across our instrumentors.

@@ -26,17 +26,17 @@ import sys
 import time
 import weakref
 from collections.abc import Collection
+from contextlib import nullcontext
 from typing import Any
 
-from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-from opentelemetry.instrumentation.utils import unwrap
+from opentelemetry.instrumentation.utils import suppress_instrumentation, unwrap
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ... import semconv
-from ..._log import internal_error
-from ..._scope import detach, start_tool, tool_attributes, tracer
+from ..._log import FAULTS, fault, internal_error
+from ..._scope import start_tool, tool_attributes, tracer
 from .._imports import when_imported
 from ._frameworks import acall_as_tool
 
@@ -73,18 +73,11 @@ class _TransportCM:
         self._suppress = suppress
 
     async def __aenter__(self) -> Any:
-        token = None
-        if self._suppress:
-            from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
-
-            token = otel_context.attach(
-                otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
-        try:
+        with suppress_instrumentation() if self._suppress else nullcontext():
             streams = await self._inner.__aenter__()
-        finally:
-            if token is not None:
-                detach(token)
         try:
+            if FAULTS:
+                fault("mcp.transport")
             items = tuple(streams) if isinstance(streams, tuple) else (streams,)
             session_id = items[2] if len(items) > 2 and callable(items[2]) else None
             for stream in items[:2]:
@@ -112,13 +105,8 @@ def _wrap_transport(transport: str, suppress: bool) -> Any:
 
 async def _no_span(wrapped: Any, instance: Any, args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> Any:
-    from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
-
-    token = otel_context.attach(otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
-    try:
+    with suppress_instrumentation():
         return await wrapped(*args, **kwargs)
-    finally:
-        detach(token)
 
 
 def _session_init(wrapped: Any, instance: Any, args: tuple[Any, ...],

@@ -25,7 +25,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwr
 from opentelemetry.trace import Span, Status, StatusCode
 
 from ... import semconv
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from ..._scope import end_task, start_tool, tool_attributes
 from .._imports import when_imported
 from ._frameworks import RunTask, acall_as_task, acall_as_tool, call_as_task, in_run
@@ -147,6 +147,8 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             result = wrapped(*args, **kwargs)
         span = run.span
         try:
+            if FAULTS:
+                fault("openai_agents.run_streamed")
             loop_task = getattr(result, "run_loop_task", None) or getattr(
                 result, "_run_impl_task", None)
             if loop_task is None:

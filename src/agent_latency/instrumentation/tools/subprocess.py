@@ -54,7 +54,7 @@ from wrapt import wrap_function_wrapper
 
 from ... import semconv
 from ..._env import env_flag
-from ..._log import internal_error
+from ..._log import FAULTS, fault, internal_error
 from ..._scope import mark_error, start_tool, tool_attributes
 from ._child_context import (
     _fork_exec_hook,
@@ -74,21 +74,77 @@ _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
 
 # Popen objects whose span is still open (for the exit sweep); weak, so never kept alive.
 _live: weakref.WeakSet[subprocess.Popen[Any]] = weakref.WeakSet()
+if hasattr(os, "register_at_fork"):
+    # A forked child did not start its parent's processes: their spans are the parent's.
+    os.register_at_fork(after_in_child=_live.clear)
 _atexit_registered = False
 _atexit_lock = threading.Lock()
 
 
-def _first_word(command: str) -> str:
-    """The program a shell command line starts with: ``FOO=1 pytest -q`` -> ``pytest``."""
-    for word in command.split():
-        if "=" in word and not word.startswith(("=", "/", ".")) and word.split("=", 1)[0] \
-                .replace("_", "a").isalnum():
-            continue  # a leading ``NAME=value`` assignment
-        if word in {"exec", "env", "command", "time", "nice", "nohup", "sudo"}:
+# Programs that run the next word as the real command. The value is the options that take
+# an argument (``sudo -u alice make``, ``nice -n 5 make``), which are skipped with it.
+_WRAPPERS: dict[str, frozenset[str]] = {
+    "exec": frozenset({"-a"}), "env": frozenset({"-u", "-C", "-S", "--unset", "--chdir"}),
+    "command": frozenset(), "builtin": frozenset(), "time": frozenset({"-f", "-o"}),
+    "nice": frozenset({"-n", "--adjustment"}), "nohup": frozenset(), "setsid": frozenset(),
+    "sudo": frozenset({"-u", "-g", "-C", "-h", "-p", "-U", "-r", "-t", "-D", "-R"}),
+    "doas": frozenset({"-u", "-C"}), "stdbuf": frozenset({"-i", "-o", "-e"}),
+    "ionice": frozenset({"-c", "-n", "-p"}), "chrt": frozenset(),
+}
+_QUOTING = frozenset("'\"\\")
+
+
+def _is_assignment(word: str) -> bool:
+    name, sep, _ = word.partition("=")
+    return bool(sep) and bool(name) and not name[0].isdigit() \
+        and name.replace("_", "a").isalnum()
+
+
+def program_name(words: list[str]) -> str:
+    """The base name of the program a command's words run, past ``NAME=value`` assignments
+    and wrappers (``env``, ``exec``, ``sudo -u root``, ``nice -n 5`` ...); "sh" when none.
+
+    Only the base name: everything else in a command line (arguments, assignments such as
+    ``AUTH="Bearer ..."``) may be a secret and goes on a span only with command capture on.
+    """
+    skip_value: frozenset[str] = frozenset()
+    wrapped = False
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if wrapped and word.startswith("-"):
+            if word in skip_value:
+                i += 1  # the option's own argument
             continue
-        word = word.strip("'\"(")
-        return os.path.basename(word) or word or "sh"
+        if _is_assignment(word):
+            continue
+        base = os.path.basename(word.lstrip("({")) or ""
+        if base in _WRAPPERS:
+            skip_value, wrapped = _WRAPPERS[base], True
+            continue
+        if "=" in base or any(c.isspace() for c in base):
+            return "sh"  # ``A\ B=x ls`` runs "A B=x": a name like that is data, not a program
+        return base or "sh"
     return "sh"
+
+
+def _first_word(command: str) -> str:
+    """The program a shell command line runs: ``FOO="a b" sudo -u x pytest -q`` -> ``pytest``.
+
+    Words are split with the shell's quoting rules (:mod:`shlex`); a line those rules cannot
+    split (an unclosed quote) is named "sh", never after a piece of it.
+    """
+    if _QUOTING.isdisjoint(command):
+        words = command.split()  # the common case, ~20x cheaper than shlex
+    else:
+        import shlex
+
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return "sh"
+    return program_name(words)
 
 
 def _str(value: Any) -> str:
@@ -120,6 +176,11 @@ def describe(args: Any, executable: Any, shell: bool) -> tuple[str, str, list[st
         return _first_word(command), exe, command
     exe = _str(executable) if executable is not None else (argv[0] if argv else "")
     base = os.path.basename(argv[0]) if argv else os.path.basename(exe)
+    if base in _WRAPPERS and len(argv) > 1:  # ["env", "TOKEN=...", "sudo", "make"]
+        argv_name = program_name(argv)
+        if argv_name not in _SHELLS:
+            return argv_name, exe, argv
+        base = argv_name
     if base in _SHELLS and len(argv) >= 3 and argv[1].startswith("-") \
             and argv[1].endswith("c") and " " not in argv[1]:
         return _first_word(argv[2]), exe, argv
@@ -146,6 +207,8 @@ def finish(span: trace.Span, returncode: int | None, *, timed_out: float | None 
     costs two to three times what it costs warm.
     """
     try:
+        if FAULTS:
+            fault("subprocess.finish")
         attrs: dict[str, Any] = {}
         if pid is not None:
             attrs[semconv.TOOL_PID] = pid
@@ -328,6 +391,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             return wrapped(*args, **kwargs)
         span = None
         try:
+            if FAULTS:
+                fault("subprocess._execute_child")
             pos = self._pos
             assert pos is not None
             name, exe, argv = describe(_get(args, kwargs, pos.args, "args"),
@@ -359,6 +424,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
             try:
+                if FAULTS:
+                    fault("subprocess._execute_child.error")
                 mark_error(span, exc)
                 span.end()
             except Exception:  # noqa: BLE001
@@ -367,6 +434,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         finally:
             _pending.extra = None
         try:
+            if FAULTS:
+                fault("subprocess._execute_child.after")
             d = instance.__dict__
             rc = d.get("returncode")
             if rc is not None:  # already reaped (cannot happen today; be safe)
@@ -387,6 +456,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         command = args[0]
         span = None
         try:
+            if FAULTS:
+                fault("subprocess.os_system")
             text = _str(command)
             name = _first_word(text)
             attributes = tool_attributes(name, tool_type=semconv.TOOL_TYPE_EXTENSION,
@@ -414,6 +485,8 @@ class SubprocessInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             span.end()
             raise
         try:
+            if FAULTS:
+                fault("subprocess.os_system.after")
             code: int | None
             try:
                 code = os.waitstatus_to_exitcode(status)

@@ -1,0 +1,194 @@
+"""A process's life and end as the program's own: forked children start clean, a
+multiprocessing worker's spans are exported, and the exit status is never changed by us.
+
+What a process opened — its tasks, its process task, the child processes it tracks, its
+``SIGTERM`` handler — belongs to it alone: each module that holds such state clears it in
+a forked child with ``os.register_at_fork(after_in_child=...)`` (``_scope``, ``_process``,
+``processor``, ``instrumentation.tools.subprocess``, ``_log``).  The child's own work is
+recorded and exported as usual: the SDK's batch processor starts a fresh worker thread in
+the child (``BatchProcessor._at_fork_reinit``) and drops the parent's queued spans.
+
+One gap is left by Python itself: a ``multiprocessing`` worker started by fork (``Pool``,
+``Process``, ``ProcessPoolExecutor``, also a ``forkserver`` child) ends with ``os._exit``,
+which runs no ``atexit`` hook, so the provider is never flushed and its spans would be lost.
+The hook used here is the one place every such worker passes through on its way out:
+``multiprocessing.process.BaseProcess._bootstrap`` (it runs the target, then returns the
+exit code to ``os._exit``).  It is wrapped in a forked child (multiprocessing is imported by
+then) so that, after the worker's own code finished, open tasks of the worker are ended and
+the tracer provider is flushed, bounded by the exit bound (``AGENT_LATENCY_EXIT_TIMEOUT``).
+A ``spawn`` worker is a fresh interpreter that exits through ``sys.exit``; its ``atexit``
+hooks flush as usual.
+
+Ctrl-C: CPython exits "killed by SIGINT" (status 130 in a shell) after an uncaught
+``KeyboardInterrupt`` only while a flag it sets then is still set at the very end, and any
+``exec`` of source text in the meantime clears it — an import that builds a named tuple or a
+dataclass, say the exporter's protobuf modules on their first use at exit.  So
+:func:`keep_sigint_exit`, from our last exit hook, flushes first (the exporter's imports
+happen now) and then sets the flag again the way CPython does: the uncaught exception was
+``KeyboardInterrupt`` (``sys.last_type``), so the exit is the one Python would have made.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from ._log import FAULTS, fault, internal_error
+
+_MARK = "_agent_latency_flushes"
+# The flush under way, if any: a signal that comes during the exit flush waits for it
+# instead of finding the queue already taken and killing the process mid-export.
+_flushing: list[threading.Thread | None] = [None]
+
+
+def flush_provider(timeout_s: float | None = None) -> None:
+    """Flush the global tracer provider, never waiting longer than ``timeout_s`` (default:
+    the exit bound, ``AGENT_LATENCY_EXIT_TIMEOUT``).
+
+    The flush runs on a daemon thread that is joined with a timeout: an exporter that
+    ignores its own timeout (a slow backend, retries) cannot hold the process.  Imports
+    nothing.
+    """
+    try:
+        if FAULTS:
+            fault("fork.flush")
+        from opentelemetry import trace  # already imported: instrument() did
+
+        from . import _export_guard  # already imported: instrument() did
+
+        if timeout_s is None:
+            timeout_s = _export_guard.exit_timeout_s
+        deadline = time.monotonic() + timeout_s
+        earlier = _flushing[0]
+        if earlier is not None and earlier.is_alive() and earlier is not threading.current_thread():
+            earlier.join(timeout_s)
+        flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+        if flush is None:
+            return
+        left = max(deadline - time.monotonic(), 0.0)
+        worker = threading.Thread(target=flush, args=(int(left * 1000),),
+                                  name="agent-latency-flush", daemon=True)
+        try:
+            worker.start()
+        except RuntimeError:  # no new threads this late in shutdown: flush here
+            flush(int(left * 1000))
+            return
+        _flushing[0] = worker
+        worker.join(left)
+        _wait_for_shutdown_exports(trace.get_tracer_provider(), deadline)
+    except Exception:  # noqa: BLE001
+        internal_error("fork.flush")
+
+
+def keep_sigint_exit() -> None:
+    """After an uncaught ``KeyboardInterrupt``: flush now, then make sure CPython still ends
+    the process "killed by SIGINT", as it would without us (see the module docstring)."""
+    if getattr(sys, "last_type", None) is not KeyboardInterrupt:
+        return
+    flush_provider()
+    try:
+        # CPython sets its "unhandled KeyboardInterrupt" flag when code run from source text
+        # ends in exactly KeyboardInterrupt (pythonrun.c, run_eval_code_obj).
+        exec("raise KeyboardInterrupt")  # noqa: S102
+    except KeyboardInterrupt:
+        pass
+
+
+def _finish_worker() -> None:
+    try:
+        if FAULTS:
+            fault("fork.finish_worker")
+        from .configure import _at_exit
+
+        _at_exit()  # the worker's own tasks still open
+    except Exception:  # noqa: BLE001
+        internal_error("fork.finish_worker")
+    flush_provider()
+
+
+def _flush_on_sigterm() -> None:
+    """``Pool`` ends its workers with ``SIGTERM``: a worker left at the default action
+    ends its tasks, flushes (bounded), then dies of the signal all the same."""
+    try:
+        if FAULTS:
+            fault("fork.worker_sigterm")
+        import signal
+
+        process = sys.modules.get("agent_latency._process")
+        if process is not None and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, process._on_signal)
+    except Exception:  # noqa: BLE001
+        internal_error("fork.worker_sigterm")
+
+
+def _wrap_bootstrap() -> None:
+    """Wrap ``BaseProcess._bootstrap`` (once) so a worker flushes before ``os._exit``."""
+    process_module = sys.modules.get("multiprocessing.process")
+    if process_module is None:
+        return
+    base = process_module.BaseProcess
+    original = base.__dict__.get("_bootstrap")
+    if original is None or getattr(original, _MARK, False):
+        return
+
+    def _bootstrap(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _flush_on_sigterm()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _finish_worker()
+
+    setattr(_bootstrap, _MARK, True)
+    _bootstrap.__wrapped__ = original  # type: ignore[attr-defined]
+    base._bootstrap = _bootstrap
+
+
+def _wait_for_shutdown_exports(provider: object, deadline: float) -> None:
+    """A signal during the provider's own shutdown (at exit) finds ``force_flush`` a no-op
+    while the shutdown's last export is still running on the batch worker: wait for it
+    (SDK internals, looked up defensively) until the deadline."""
+    from ._sdk import batch_processors, batch_worker
+
+    for batch in batch_processors(provider):
+        worker = batch_worker(batch)
+        if (worker is not None and worker.is_alive()
+                and worker is not threading.current_thread()):
+            worker.join(max(deadline - time.monotonic(), 0.0))
+
+
+def _drop_parents_queued_spans() -> None:
+    """Empty the batch processors' queues in the child: spans the parent ended before the
+    fork are the parent's to export.  The SDK's own fork hook does this too; seen to miss
+    now and then under ``Pool`` (a parent span exported twice), so it is made sure here."""
+    from opentelemetry import trace
+
+    from ._sdk import batch_processors, batch_queue
+
+    for batch in batch_processors(trace.get_tracer_provider()):
+        queue = batch_queue(batch)
+        if queue is not None:
+            queue.clear()
+
+
+def _after_in_child() -> None:
+    try:
+        if FAULTS:
+            fault("fork.after_in_child")
+        _drop_parents_queued_spans()
+        _wrap_bootstrap()
+    except Exception:  # noqa: BLE001
+        internal_error("fork.after_in_child")
+
+
+_registered = False
+
+
+def install() -> None:
+    """Register the fork hook (once per process; ``instrument()`` calls it)."""
+    global _registered
+    if not _registered and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_in_child)
+        _registered = True

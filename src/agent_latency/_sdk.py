@@ -1,0 +1,202 @@
+"""Every read of an OpenTelemetry SDK private field, in this one module.
+
+The budget processor runs for every span of the host program, and the SDK's public
+properties cost a Python call each (``ReadableSpan.parent`` is a property returning
+``self._parent``; ``attributes`` wraps the attributes in a new ``MappingProxyType`` per
+access).  So the hot path reads the SDK's own fields instead.  Those fields are private: a
+new SDK release may rename or reshape them.  This module is where that risk lives:
+
+* which accessor to use is decided **once, at import**: a ``ReadableSpan`` and a
+  ``BoundedAttributes`` are built here and every private field is checked against the public
+  property it backs.  If all agree, the accessors are ``operator.attrgetter``\\ s of the
+  private fields (one C call, no Python frame); if any does not, they are ``attrgetter``\\ s
+  of the public properties: slower, never wrong.  :data:`SHAPE_PROBLEM` says why.
+* ``tests/test_sdk_shape.py`` fails loudly, naming the field, when the installed SDK's shape
+  differs from the one expected, so a widened version range is a test run away.
+* the SDK versions tested are pinned in ``pyproject.toml`` (``opentelemetry-sdk<1.46``);
+  CONTRIBUTING.md says how to widen the range.
+
+Nothing outside this module reads an SDK private attribute (the shape test also scans the
+sources for it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from operator import attrgetter
+from typing import Any
+
+__all__ = [
+    "PRIVATE_FIELDS",
+    "SHAPE_PROBLEM",
+    "SPAN_FIELDS",
+    "attribute_store",
+    "attributes_of",
+    "batch_processors",
+    "batch_queue",
+    "batch_worker",
+    "bounded_dict",
+    "end_ns",
+    "exporter_endpoint",
+    "preferred_aggregation",
+    "preferred_temporality",
+    "span_id",
+    "span_kind",
+    "span_name",
+    "span_parent",
+    "span_times",
+    "start_ns",
+]
+
+#: Public ``ReadableSpan`` property -> the private field it returns, in the SDKs tested.
+SPAN_FIELDS: dict[str, str] = {
+    "name": "_name",
+    "context": "_context",
+    "kind": "_kind",
+    "parent": "_parent",
+    "start_time": "_start_time",
+    "end_time": "_end_time",
+}
+
+_MISSING = object()
+
+
+def shape_problem() -> str | None:
+    """Why the installed SDK does not have the private shape this module reads; None if it has.
+
+    Builds a real ``ReadableSpan`` (the base of every SDK span) and a real
+    ``BoundedAttributes`` and checks each private field is the very object the public API
+    returns, and that a write to ``BoundedAttributes._dict`` shows through the span's public
+    ``attributes`` (what :func:`attribute_store` relies on).
+    """
+    try:
+        from opentelemetry.attributes import BoundedAttributes
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.trace import SpanContext, SpanKind
+
+        context = SpanContext(0x5D, 0x5E, is_remote=False)
+        parent = SpanContext(0x5D, 0x5F, is_remote=True)
+        attributes = BoundedAttributes(attributes={"probe": "value"})
+        span = ReadableSpan("probe", context=context, parent=parent, kind=SpanKind.SERVER,
+                            start_time=1_000_001, end_time=2_000_002, attributes=attributes)
+        for public, private in SPAN_FIELDS.items():
+            if getattr(span, private, _MISSING) is not getattr(span, public):
+                return f"ReadableSpan.{private} is not what ReadableSpan.{public} returns"
+        if getattr(span, "_attributes", _MISSING) is not attributes:
+            return "ReadableSpan._attributes is not the BoundedAttributes it was given"
+        inner = getattr(attributes, "_dict", None)
+        if type(inner) is not dict or inner != {"probe": "value"}:
+            return "BoundedAttributes._dict is not a plain dict of the attributes"
+        inner["written"] = 1
+        if (span.attributes or {}).get("written") != 1:
+            return "a write to BoundedAttributes._dict does not show in ReadableSpan.attributes"
+    except Exception as exc:  # noqa: BLE001 - any surprise means: use the public API
+        return f"probing the SDK failed: {exc!r}"
+    return None
+
+
+#: None when the SDK has the expected private shape; otherwise the reason it has not.
+SHAPE_PROBLEM: str | None = shape_problem()
+#: Whether the accessors below read the SDK's private fields (True) or its public API.
+PRIVATE_FIELDS: bool = SHAPE_PROBLEM is None
+if SHAPE_PROBLEM is not None:
+    logging.getLogger("agent_latency").debug(
+        "agent-latency: %s; reading the public span API (slower)", SHAPE_PROBLEM)
+
+
+def _field(public: str) -> Callable[[Any], Any]:
+    return attrgetter(SPAN_FIELDS[public] if PRIVATE_FIELDS else public)
+
+
+#: ``span.name``.
+span_name: Callable[[Any], str] = _field("name")
+#: ``span.kind`` (a ``SpanKind``).
+span_kind: Callable[[Any], Any] = _field("kind")
+#: ``span.parent``: the parent's ``SpanContext``, or None.
+span_parent: Callable[[Any], Any] = _field("parent")
+#: ``span.start_time`` (ns since the epoch, or None before start).
+start_ns: Callable[[Any], int | None] = _field("start_time")
+#: ``span.end_time`` (ns since the epoch, or None before end).
+end_ns: Callable[[Any], int | None] = _field("end_time")
+#: ``(span.start_time, span.end_time)``, in one call (the hot path reads both, often twice).
+span_times: Callable[[Any], tuple[int | None, int | None]] = attrgetter(
+    *(SPAN_FIELDS[f] if PRIVATE_FIELDS else f for f in ("start_time", "end_time")))
+#: ``span.context.span_id``, in one call.
+span_id: Callable[[Any], int] = attrgetter(
+    "_context.span_id" if PRIVATE_FIELDS else "context.span_id")
+
+
+def bounded_dict(attributes: Any) -> dict[str, Any] | None:
+    """The plain dict inside the SDK's ``BoundedAttributes``; None for anything else.
+
+    ``BoundedAttributes`` is a ``MutableMapping`` whose ``items()`` calls a Python
+    ``__getitem__`` per key: iterating the dict inside costs a fraction of that.
+    """
+    if not PRIVATE_FIELDS:
+        return None
+    inner = getattr(attributes, "_dict", None)
+    return inner if type(inner) is dict else None
+
+
+if PRIVATE_FIELDS:
+    def attributes_of(span: Any) -> Mapping[str, Any]:
+        """A span's attributes as a plain mapping, cheaply (the dict the SDK keeps)."""
+        try:
+            return span._attributes._dict  # type: ignore[no-any-return]
+        except AttributeError:
+            return span.attributes or {}
+else:
+    def attributes_of(span: Any) -> Mapping[str, Any]:
+        """A span's attributes as a plain mapping (the public, read-only view)."""
+        return span.attributes or {}
+
+
+def attribute_store(span: Any) -> dict[str, Any] | None:
+    """The mutable dict an ended span's public ``attributes`` reads; None when there is none.
+
+    The SDK freezes attributes in ``end()``; writing here instead reaches every processor
+    and exporter that reads the span afterwards (see ``processor._set_on_ended_span``).
+    """
+    if not PRIVATE_FIELDS:
+        return None
+    attributes = getattr(span, "_attributes", None)
+    inner = bounded_dict(attributes)
+    if inner is not None:
+        return inner
+    return attributes if isinstance(attributes, dict) else None
+
+
+def exporter_endpoint(exporter: object) -> Any:
+    """Where an OTLP exporter sends (its private ``_endpoint``); None if it has none."""
+    return getattr(exporter, "_endpoint", None)
+
+
+def preferred_temporality(exporter: object) -> Any:
+    """A metric exporter's preferred temporality, as the SDK's periodic reader reads it."""
+    return getattr(exporter, "_preferred_temporality", None)
+
+
+def preferred_aggregation(exporter: object) -> Any:
+    """A metric exporter's preferred aggregation, as the SDK's periodic reader reads it."""
+    return getattr(exporter, "_preferred_aggregation", None)
+
+
+def batch_processors(provider: object) -> list[Any]:
+    """The SDK batch processors behind a provider's ``BatchSpanProcessor``s (their private
+    ``_batch_processor``), for the fork and signal paths; none when the shape differs."""
+    multi = getattr(provider, "_active_span_processor", None)
+    return [bp for p in getattr(multi, "_span_processors", ())
+            if (bp := getattr(p, "_batch_processor", None)) is not None]
+
+
+def batch_worker(batch: object) -> Any:
+    """A batch processor's worker thread while it is shutting down, else None."""
+    if not getattr(batch, "_shutdown", False):
+        return None
+    return getattr(batch, "_worker_thread", None)
+
+
+def batch_queue(batch: object) -> Any:
+    """A batch processor's queue of ended spans (a deque), or None."""
+    return getattr(batch, "_queue", None)

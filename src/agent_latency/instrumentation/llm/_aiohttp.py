@@ -1,0 +1,211 @@
+"""HTTP attempts sent with aiohttp while an LLM call is current: litellm's ``acompletion``
+(its httpx transport runs on aiohttp), google-genai's async client, anything on a
+``ClientSession``.
+
+aiohttp's own ``TraceConfig`` signals give the marks httpcore's trace events give on the
+httpx path; each ``ClientSession`` made after instrumenting gets ours (its ``__init__`` is
+wrapped).  The callbacks run in the task that sends the request, so the call current
+there (:data:`._network.CURRENT`) is the one the attempt belongs to; when none is, each
+signal costs one ``ContextVar.get``.
+
+- ``request_start``: the attempt starts; ``traceparent`` is injected into its headers.
+- ``connection_create_start`` / ``_end``: a new connection (DNS, TCP connect and TLS inside;
+  the socket layer, :mod:`._sockets`, splits them); ``connection_reuseconn``: a pooled one.
+- ``request_headers_sent`` / ``request_chunk_sent``: the first and last request bytes
+  handed to the transport.
+- ``request_end``: the response headers; the socket (``TCP_INFO``'s RTT) from the
+  response's connection.
+
+A stream's last bytes are not dated (aiohttp has no per-connection close signal that
+httpcore's ``response_closed`` would be): its tail stays network, as without ``TCP_INFO``.
+"""
+
+from __future__ import annotations
+
+import sys
+from time import perf_counter
+from typing import Any
+
+from opentelemetry import propagate
+
+from ..._log import internal_error
+from .._imports import when_imported
+from .._shared import SharedPatch
+from ._network import CURRENT, Attempt
+
+_KEY = "agent_latency_attempt"
+
+
+def _attempt_of(ctx: Any) -> Attempt | None:
+    return getattr(ctx, _KEY, None)
+
+
+async def _request_start(session: Any, ctx: Any, params: Any) -> None:
+    call = CURRENT.get()
+    if call is None:
+        return
+    try:
+        url = params.url
+        secure = url.scheme in ("https", "wss")
+        last = call.attempts[-1] if call.attempts else None
+        if last is not None and last.t_send is None and last.t_return is None:
+            # httpx's ``send`` on an aiohttp transport (litellm): the same attempt, whose
+            # marks httpcore's trace events will never give.
+            attempt = last
+        else:
+            attempt = Attempt(url.host or "", url.port or (443 if secure else 80))
+            attempt.net = call.net
+            call.attempts.append(attempt)
+        attempt.secure = secure
+        setattr(ctx, _KEY, attempt)
+        if call.propagate:
+            propagate.inject(params.headers, context=call.context)
+    except Exception:  # noqa: BLE001
+        internal_error("aiohttp.request_start")
+
+
+async def _connection_create_start(session: Any, ctx: Any, params: Any) -> None:
+    attempt = _attempt_of(ctx)
+    if attempt is not None:
+        attempt._connect_started(perf_counter(), None)
+        net = attempt.net
+        if net is not None:
+            attempt.tls_base = net.tls
+
+
+async def _connection_create_end(session: Any, ctx: Any, params: Any) -> None:
+    attempt = _attempt_of(ctx)
+    if attempt is None:
+        return
+    t = perf_counter()
+    total = t - attempt.t_connect
+    net = attempt.net
+    dns = tls = 0.0
+    if net is not None:
+        dns = max(net.dns - attempt.dns_base, 0.0)
+        tls = max(net.tls - attempt.tls_base, 0.0)
+        if net.last_sock is not None:
+            attempt.sock = net.last_sock
+    if dns + tls > total:
+        dns = tls = 0.0
+    attempt.dns, attempt.tls = dns, tls
+    attempt.connect = total - dns - tls
+
+
+async def _connection_reuse(session: Any, ctx: Any, params: Any) -> None:
+    attempt = _attempt_of(ctx)
+    if attempt is not None:
+        attempt.reused = True
+
+
+async def _headers_sent(session: Any, ctx: Any, params: Any) -> None:
+    attempt = _attempt_of(ctx)
+    if attempt is not None:
+        attempt.t_send = attempt.t_sent = perf_counter()
+
+
+async def _chunk_sent(session: Any, ctx: Any, params: Any) -> None:
+    attempt = _attempt_of(ctx)
+    if attempt is not None:
+        attempt.t_sent = perf_counter()
+
+
+async def _request_end(session: Any, ctx: Any, params: Any) -> None:
+    attempt = _attempt_of(ctx)
+    if attempt is None:
+        return
+    try:
+        attempt.t_headers = attempt.t_return = perf_counter()
+        response = params.response
+        attempt.status = int(response.status)
+        headers = response.headers
+        attempt.request_id = headers.get("x-request-id") or headers.get("request-id")
+        connection = getattr(response, "connection", None)
+        transport = getattr(connection, "transport", None)
+        if transport is not None:
+            attempt.sock = transport.get_extra_info("socket")
+        attempt._measure_rtt()
+    except Exception:  # noqa: BLE001
+        internal_error("aiohttp.request_end")
+
+
+async def _request_exception(session: Any, ctx: Any, params: Any) -> None:
+    attempt = _attempt_of(ctx)
+    if attempt is not None:
+        attempt.failed(params.exception)
+
+
+_config: Any = None
+
+
+def trace_config() -> Any:
+    """Our ``aiohttp.TraceConfig`` (one, shared by every session)."""
+    global _config
+    if _config is None:
+        import aiohttp
+
+        config = aiohttp.TraceConfig()
+        config.on_request_start.append(_request_start)
+        config.on_connection_create_start.append(_connection_create_start)
+        config.on_connection_create_end.append(_connection_create_end)
+        config.on_connection_reuseconn.append(_connection_reuse)
+        config.on_request_headers_sent.append(_headers_sent)
+        config.on_request_chunk_sent.append(_chunk_sent)
+        config.on_request_end.append(_request_end)
+        config.on_request_exception.append(_request_exception)
+        config.freeze()
+        _config = config
+    return _config
+
+
+def _session_init(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    try:
+        config = trace_config()
+        configs = list(kwargs.get("trace_configs") or ())
+        if config not in configs:
+            configs.append(config)
+        kwargs["trace_configs"] = configs
+    except Exception:  # noqa: BLE001
+        internal_error("aiohttp.session")
+    return wrapped(*args, **kwargs)
+
+
+_state = {"wanted": False, "patched": None}
+
+
+def _patch_now(_module: Any = None) -> None:
+    if not _state["wanted"] or _state["patched"] is not None:
+        return
+    try:
+        import aiohttp
+        from wrapt import wrap_function_wrapper
+
+        wrap_function_wrapper(aiohttp.ClientSession, "__init__", _session_init)
+        _state["patched"] = aiohttp.ClientSession
+    except Exception:  # noqa: BLE001
+        internal_error("aiohttp.patch")
+
+
+def _apply() -> None:
+    _state["wanted"] = True
+    if "aiohttp" in sys.modules:
+        _patch_now()
+    else:
+        when_imported("aiohttp", _patch_now)  # no import cost until the program imports it
+
+
+def _remove() -> None:
+    _state["wanted"] = False
+    cls = _state["patched"]
+    if cls is not None:
+        from opentelemetry.instrumentation.utils import unwrap
+
+        unwrap(cls, "__init__")
+        _state["patched"] = None
+
+
+_patch = SharedPatch(_apply, _remove)
+#: One more user of the aiohttp patch (the first applies it).
+acquire = _patch.acquire
+#: One user fewer (the last removes it).
+release = _patch.release

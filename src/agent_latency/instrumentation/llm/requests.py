@@ -1,0 +1,326 @@
+"""``requests`` and ``urllib3``: OpenAI-compatible calls made with plain ``requests.post`` (the
+program's own client, LangChain community clients, vendor SDKs on requests), with the same
+phases as the httpx path.
+
+- **Attempts** (urllib3, whatever sent them while an LLM call of ours is current):
+  ``HTTPConnectionPool.urlopen`` is one attempt; the socket layer (:mod:`._sockets`) gives
+  DNS, TCP connect and TLS of a new connection; ``HTTPConnection.request`` returns when the
+  last request byte is written, ``getresponse`` when the response headers are in (then
+  ``TCP_INFO``'s RTT of the socket).  When no call is current each wrapper costs one
+  ``ContextVar.get``.
+- **Calls** (``requests.Session.send``, which ``requests.post`` and every session use): a
+  ``POST`` to ``…/chat/completions`` or ``…/embeddings`` with a JSON body, when no call of
+  ours is current, is one call, read as the openai SDK's chat completions/embeddings are.
+  Streamed (``"stream": true`` and requests' ``stream=True``): the response's
+  ``iter_content`` (under ``iter_lines`` and ``content``) is watched: each ``data:`` line is
+  parsed once to tell output chunks from the others, and the call ends when the body ends
+  (or the response is dropped).  Not streamed: the call ends when ``send`` returns, with
+  the JSON body read for model, usage and finish reason.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import weakref
+from collections.abc import Mapping
+from time import perf_counter
+from typing import Any
+
+from opentelemetry import propagate
+
+from ..._log import internal_error
+from . import LLMInstrumentor, Settings, Target, _sockets, patch, unpatch
+from ._call import LLMCall, abandon_call
+from ._invoke import Inside, start_call
+from ._network import CURRENT, Attempt
+from .openai import CHAT, EMBEDDINGS
+
+_instruments = ("requests >= 2.0",)
+
+#: The urllib3 attempt being sent now (inside ``urlopen`` while a call is current).
+_ATTEMPT: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar(
+    "agent_latency_urllib3_attempt", default=None)
+
+_PATHS = {"/chat/completions": CHAT, "/embeddings": EMBEDDINGS}
+
+
+# -- urllib3: attempts -------------------------------------------------------------------
+def _urlopen(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    call = CURRENT.get()
+    if call is None:
+        return wrapped(*args, **kwargs)
+    attempt = None
+    token = None
+    try:
+        secure = getattr(instance, "scheme", "http") == "https"
+        attempt = Attempt(str(instance.host), int(instance.port or (443 if secure else 80)))
+        attempt.secure = secure
+        attempt.net = net = call.net
+        attempt.dns_base, attempt.tls_base = net.dns, net.tls
+        attempt.t_connect = net.connect  # the baseline of the call's connect time so far
+        connects = net.connects
+        call.attempts.append(attempt)
+        token = _ATTEMPT.set(attempt)
+    except Exception:  # noqa: BLE001
+        internal_error("urllib3.urlopen")
+    try:
+        response = wrapped(*args, **kwargs)
+    except BaseException as exc:
+        if attempt is not None:
+            attempt.failed(exc)
+        raise
+    finally:
+        if token is not None:
+            _ATTEMPT.reset(token)
+            try:
+                _setup_of(attempt, connects)
+            except Exception:  # noqa: BLE001
+                internal_error("urllib3.setup")
+    return response
+
+
+def _setup_of(attempt: Any, connects: int) -> None:
+    net = attempt.net
+    if net.connects > connects:
+        attempt.reused = False
+        attempt.dns = net.dns - attempt.dns_base
+        attempt.connect = net.connect - attempt.t_connect
+        attempt.tls = net.tls - attempt.tls_base
+        if attempt.sock is None:
+            attempt.sock = net.last_sock
+
+
+def _request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    attempt = _ATTEMPT.get()
+    if attempt is None:
+        return wrapped(*args, **kwargs)
+    net = attempt.net
+    t_entry = perf_counter()
+    before = net.dns + net.connect + net.tls
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        # A plain-HTTP connection is opened inside ``request``: the first byte follows it.
+        attempt.t_sent = perf_counter()
+        attempt.t_send = min(t_entry + (net.dns + net.connect + net.tls - before),
+                             attempt.t_sent)
+
+
+def _getresponse(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    attempt = _ATTEMPT.get()
+    if attempt is None:
+        return wrapped(*args, **kwargs)
+    response = wrapped(*args, **kwargs)
+    try:
+        attempt.t_headers = attempt.t_return = perf_counter()
+        attempt.status = int(getattr(response, "status", 0) or 0)
+        headers = response.headers
+        attempt.request_id = headers.get("x-request-id") or headers.get("request-id")
+        attempt.sock = getattr(instance, "sock", None) or attempt.sock
+        attempt._measure_rtt()
+    except Exception:  # noqa: BLE001
+        internal_error("urllib3.getresponse")
+    return response
+
+
+# -- requests: calls ---------------------------------------------------------------------
+class _Fields:
+    """A JSON object read like an SDK model: ``obj.field`` (None when absent)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = data
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "model_extra":
+            return None
+        return _fields(self._data.get(name))
+
+
+def _fields(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return _Fields(value)
+    if isinstance(value, list):
+        return [_fields(v) for v in value]
+    return value
+
+
+def _endpoint_of(request: Any) -> Any:
+    if getattr(request, "method", None) != "POST":
+        return None
+    url = str(getattr(request, "url", "") or "")
+    path = url.partition("?")[0].rstrip("/")
+    for suffix, endpoint in _PATHS.items():
+        if path.endswith(suffix):
+            return endpoint
+    return None
+
+
+def _body_of(request: Any) -> Mapping[str, Any] | None:
+    body = getattr(request, "body", None)
+    if not isinstance(body, (bytes, str)) or len(body) > 64 * 1024 * 1024:
+        return None
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _server_of(request: Any) -> tuple[str | None, int | None]:
+    try:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(str(request.url))
+        return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None, None
+
+
+def send_wrapper(settings: Settings) -> Any:
+    """``requests.Session.send``: a POST to an OpenAI-compatible endpoint is one call."""
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        if CURRENT.get() is not None or not settings.active:
+            return wrapped(*args, **kwargs)
+        call = None
+        try:
+            request = args[0] if args else kwargs.get("request")
+            endpoint = _endpoint_of(request)
+            body = _body_of(request) if endpoint is not None else None
+            if body is not None:
+                call = start_call(endpoint, settings, body,
+                                  streaming=body.get("stream") is True,
+                                  server=_server_of(request))
+        except Exception:  # noqa: BLE001
+            internal_error("requests.send")
+        if call is None:
+            return wrapped(*args, **kwargs)
+        if call.propagate:
+            try:
+                propagate.inject(request.headers, context=call.context)
+            except Exception:  # noqa: BLE001
+                internal_error("requests.inject")
+        with Inside(call):
+            response = wrapped(*args, **kwargs)
+        try:
+            _handle(call, response, bool(kwargs.get("stream")))
+        except Exception:  # noqa: BLE001
+            internal_error("requests.response")
+            call.finish()
+        return response
+
+    return wrapper
+
+
+class HTTPStatusError(Exception):
+    """An OpenAI-compatible endpoint answered with an error status."""
+
+
+def _handle(call: LLMCall, response: Any, body_unread: bool) -> None:
+    status = int(getattr(response, "status_code", 0) or 0)
+    if status >= 400:
+        call.finish(None, HTTPStatusError(f"HTTP {status}"))
+        return
+    if call.streaming and body_unread:
+        _watch_stream(call, response)
+        return
+    data: Any = None
+    if not call.streaming:
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+    call.finish(None, None, _fields(data) if isinstance(data, Mapping) else None)
+
+
+def _watch_stream(call: LLMCall, response: Any) -> None:
+    """The streamed body through ``iter_content`` (which ``iter_lines`` and ``content`` use)."""
+    original = response.iter_content
+    call.defer()
+    finalizer = weakref.finalize(response, abandon_call, call)
+
+    def iter_content(*args: Any, **kwargs: Any) -> Any:
+        return _chunks(call, original(*args, **kwargs), finalizer)
+
+    response.iter_content = iter_content
+
+
+def _chunks(call: LLMCall, source: Any, finalizer: Any) -> Any:
+    pending = b""
+    observe = call.endpoint.observe
+    try:
+        for piece in source:
+            t = perf_counter()
+            data = piece.encode() if isinstance(piece, str) else piece
+            pending += data
+            if b"\n" in data:
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    _line(call, line, t, observe)
+            yield piece
+    except BaseException as exc:
+        finalizer.detach()
+        call.finish(None, exc if not isinstance(exc, GeneratorExit) else None)
+        raise
+    if pending:
+        _line(call, pending, perf_counter(), observe)
+    finalizer.detach()
+    call.finish()
+
+
+def _line(call: LLMCall, line: bytes, t: float, observe: Any) -> None:
+    line = line.strip()
+    if not line.startswith(b"data:"):
+        return
+    payload = line[5:].strip()
+    if not payload or payload == b"[DONE]":
+        return
+    try:
+        chunk = _fields(json.loads(payload))
+    except ValueError:
+        return
+    n = call.chunks
+    call.chunks = n + 1
+    call.t_chunk = t
+    if not n:
+        call.t_first_chunk = t
+        call.first_chunk = chunk
+    try:
+        if observe is not None and observe(call, chunk):
+            if call.t_first is None:
+                call.t_first = t
+            call.t_last = t
+            call.outputs += 1
+    except Exception:  # noqa: BLE001
+        internal_error("requests.observe")
+
+
+class RequestsInstrumentor(LLMInstrumentor):
+    """OpenAI-compatible calls over ``requests``; attempts over ``urllib3`` for any call."""
+
+    _instruments = _instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        # The socket layer only: requests needs neither the httpx send patch nor aiohttp's.
+        self._settings = settings = Settings.from_instrument_kwargs(kwargs)
+        _sockets.acquire()
+        self._done = patch(self.targets(settings))
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        self._settings.active = False
+        unpatch(self._done)
+        _sockets.release()
+
+    def targets(self, settings: Settings) -> list[Target]:
+        return [
+            ("requests.sessions", "Session.send", send_wrapper(settings)),
+            ("urllib3.connectionpool", "HTTPConnectionPool.urlopen", _urlopen),
+            ("urllib3.connection", "HTTPConnection.request", _request),
+            ("urllib3.connection", "HTTPConnection.getresponse", _getresponse),
+        ]
+
+
+__all__ = ["HTTPStatusError", "RequestsInstrumentor"]

@@ -1,0 +1,71 @@
+"""``agent-latency compare A B``: two sets of runs of the same tasks, compared per task and
+per component with confidence intervals (the method: ``report/_compare.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ._compare import DEFAULT_MIN_EFFECT, compare_tasks, render_comparison
+from ._read import TraceFileError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``compare`` command line."""
+    p = argparse.ArgumentParser(
+        prog="agent-latency compare",
+        description="Compare two sets of runs of the same tasks (files, directories or "
+                    "backend URLs: see `agent-latency report --help`): per task name and "
+                    "component, the medians, B − A, a 95 %% confidence interval "
+                    "(Hodges-Lehmann / Mann-Whitney) and whether it is significant.")
+    p.add_argument("a", help="the baseline runs")
+    p.add_argument("b", help="the runs to compare with the baseline")
+    p.add_argument("--task", help="only tasks with this name")
+    p.add_argument("--min-effect", type=float, default=DEFAULT_MIN_EFFECT * 100,
+                   metavar="PCT", help="smallest shift called significant, in %% of A's "
+                                       "median (default %(default)g)")
+    p.add_argument("--json", action="store_true", help="print one JSON document (schema 1)")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """``agent-latency compare``."""
+    args = build_parser().parse_args(argv)
+    sides = []
+    for source in (args.a, args.b):
+        from . import DEFAULT_FILE, load_tasks
+        from ._cli import source_paths
+
+        try:
+            # As `report` reads a SOURCE: a directory's trace files, rotated ones included.
+            paths, _ = source_paths([source], DEFAULT_FILE)
+            tasks, problems = load_tasks(paths, args.task)
+        except TraceFileError as exc:
+            print(f"agent-latency compare: {exc}", file=sys.stderr)
+            return 2
+        for problem in problems:
+            print(f"agent-latency compare: {problem}", file=sys.stderr)
+        if not tasks:
+            print(f"agent-latency compare: no tasks in {source}"
+                  + (f" named {args.task!r}" if args.task else ""), file=sys.stderr)
+            return 2
+        sides.append(tasks)
+    comparison = compare_tasks(sides[0], sides[1], min_effect=args.min_effect / 100)
+    if not comparison.tasks:
+        print("agent-latency compare: no task name is in both sets of runs "
+              f"(A: {', '.join(sorted(comparison.only_a))}; B: "
+              f"{', '.join(sorted(comparison.only_b))})", file=sys.stderr)
+        return 2
+    if args.html:
+        from ._html import write_compare_page
+
+        write_compare_page(args.html, comparison, sides[0], sides[1], args.a, args.b)
+    if args.json:
+        print(json.dumps(comparison.as_dict(args.a, args.b)))
+    else:
+        render_comparison(comparison, sys.stdout)
+        for warning in comparison.warnings:
+            print(f"agent-latency compare: WARNING: {warning}", file=sys.stderr)
+    return 0

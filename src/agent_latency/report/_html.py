@@ -1,0 +1,289 @@
+"""``--html FILE``: one self-contained page (no script, no network fetch) for ``report`` and
+``compare``.
+
+The page is rendered by Jinja2 from ``templates/`` (autoescaped: task and tool names come
+from traces and are untrusted); the charts are inline SVG drawn by the template from
+geometry computed here, so the file opens anywhere, offline, with nothing to load:
+
+* a waterfall per task: the task, its nested tasks, and each LLM call (split into its
+  phases, laid end to end from the call's start as docs/budget.md describes) and tool
+  (nested tools on rows of their own), coloured by phase and component;
+* stacked component bars, one per task, scaled to the longest task;
+* percentile tables (p50/p95/p99/max of wall time and each component, per task name);
+* the what-if table (median recorded and projected wall time per task name under a few
+  standard scenarios);
+* for ``compare``: the comparison table and a waterfall of each side's median run.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..budget import COMPONENTS, Scenario, component_of, project
+from ._compare import LABELS as METRIC_LABELS
+from ._compare import Comparison
+from ._render import LABELS
+from ._stats import summarize
+from ._tasks import StoredTask
+
+#: Waterfalls drawn at most per page (the rest are listed, with their budgets, in tables).
+MAX_WATERFALLS = 500
+#: Rows at most per waterfall (calls beyond are merged into one "more" row).
+MAX_ROWS = 200
+WIDTH = 960
+LABEL_WIDTH = 220
+ROW_HEIGHT = 16
+
+COMPONENT_COLOURS = {
+    "output_generation": "#2e7d32",
+    "prefill": "#1565c0",
+    "tool_execution": "#6a1b9a",
+    "network_overhead": "#ef6c00",
+    "other": "#9e9e9e",
+}
+# Phases of one component in shades of its colour, so a call's phases stay readable.
+PHASE_COLOURS = {
+    "output_generation": "#2e7d32", "prefill": "#1565c0", "tool": "#6a1b9a",
+    "dns": "#ffb74d", "connect": "#ffa726", "tls": "#fb8c00", "upload": "#f57c00",
+    "rtt": "#ef6c00", "tail": "#e65100", "network": "#ef6c00",
+    "client": "#bdbdbd", "client_tail": "#9e9e9e", "retry": "#757575", "other": "#9e9e9e",
+}
+TASK_COLOUR = "#cfd8dc"
+
+#: The what-if table's scenarios: (label, Scenario).
+SCENARIOS = (
+    ("output 2× faster", Scenario(output_speedup=2.0)),
+    ("first token −50 %", Scenario(ttft_reduction=0.5)),
+    ("network −50 %", Scenario(network_reduction=0.5)),
+    ("persistent connection", Scenario(persistent_connection=True)),
+    ("tools 2× faster", Scenario(tool_speedup=2.0)),
+)
+
+
+def _environment() -> Any:
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("agent_latency.report", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
+        trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+
+
+def render_report_page(tasks: Sequence[StoredTask], source: str,
+                       problems: Sequence[str] = ()) -> str:
+    """The ``report`` page as HTML text."""
+    return _environment().get_template("report.html.j2").render(
+        title=f"agent-latency report: {source}", source=source, problems=list(problems),
+        **_common(tasks))
+
+
+def write_report_page(path: str | Path, tasks: Sequence[StoredTask], source: str,
+                      problems: Sequence[str] = ()) -> None:
+    """Write the ``report`` page to ``path``."""
+    Path(path).write_text(render_report_page(tasks, source, problems), encoding="utf-8")
+
+
+def render_compare_page(comparison: Comparison, tasks_a: Sequence[StoredTask],
+                        tasks_b: Sequence[StoredTask], source_a: str, source_b: str) -> str:
+    """The ``compare`` page as HTML text."""
+    rows = []
+    for task in comparison.tasks:
+        metrics = []
+        for metric, s in task.metrics.items():
+            verdict = ("no significant difference" if not s.significant
+                       else "B faster" if s.estimate < 0 else "B slower")
+            metrics.append({"label": METRIC_LABELS[metric], "a": s.median_a, "b": s.median_b,
+                            "difference": s.difference, "low": s.low, "high": s.high,
+                            "significant": s.significant, "verdict": verdict})
+        median_runs = [_waterfall(run) for run in
+                       (_median_run(tasks_a, task.name), _median_run(tasks_b, task.name))
+                       if run is not None]
+        rows.append({"name": task.name, "runs_a": task.runs_a, "runs_b": task.runs_b,
+                     "warning": task.warning, "metrics": metrics,
+                     "waterfalls": median_runs})
+    longest = max((t.budget.wall for t in [*tasks_a, *tasks_b] if t.budget is not None),
+                  default=0.0)
+    return _environment().get_template("compare.html.j2").render(
+        title=f"agent-latency compare: {source_a} vs {source_b}", source_a=source_a,
+        source_b=source_b, comparisons=rows, warnings=comparison.warnings,
+        min_effect=comparison.min_effect, components=_legend(),
+        bars_a=_stacked_bars(tasks_a, longest), bars_b=_stacked_bars(tasks_b, longest),
+        percentiles_a=_percentiles(tasks_a), percentiles_b=_percentiles(tasks_b))
+
+
+def write_compare_page(path: str | Path, comparison: Comparison,
+                       tasks_a: Sequence[StoredTask], tasks_b: Sequence[StoredTask],
+                       source_a: str, source_b: str) -> None:
+    """Write the ``compare`` page to ``path``."""
+    Path(path).write_text(render_compare_page(comparison, tasks_a, tasks_b, source_a,
+                                              source_b), encoding="utf-8")
+
+
+def _common(tasks: Sequence[StoredTask]) -> dict[str, Any]:
+    shown = list(tasks[:MAX_WATERFALLS])
+    nested = _nested(tasks)
+    return {
+        "components": _legend(),
+        "phases": [{"phase": p, "colour": c} for p, c in PHASE_COLOURS.items()],
+        "waterfalls": [_waterfall(t, nested.get(id(t), ())) for t in shown],
+        "omitted": len(tasks) - len(shown),
+        "bars": _stacked_bars(tasks),
+        "percentiles": _percentiles(tasks),
+        "whatif": _whatif(tasks),
+        "task_count": len(tasks),
+    }
+
+
+def _legend() -> list[dict[str, str]]:
+    return [{"key": c, "label": LABELS[c], "colour": COMPONENT_COLOURS[c]} for c in COMPONENTS]
+
+
+def _waterfall(task: StoredTask, nested: Sequence[StoredTask] = ()) -> dict[str, Any]:
+    """Rows of one task's waterfall, with x and width in pixels of the plot area."""
+    assert task.budget is not None
+    start, end = task.span.start_ns, task.span.end_ns
+    span = max(end - start, 1)
+    plot = WIDTH - LABEL_WIDTH - 10
+
+    def x(t: int) -> float:
+        return round(LABEL_WIDTH + plot * (min(max(t, start), end) - start) / span, 2)
+
+    def bar(a: int, b: int, colour: str, title: str) -> dict[str, Any]:
+        left = x(a)
+        return {"x": left, "w": max(round(x(b) - left, 2), 0.5), "colour": colour,
+                "title": title}
+
+    rows = [{"label": f"task {task.name}", "indent": 0, "bars": [
+        bar(start, end, TASK_COLOUR, f"task {task.name}: {(end - start) / 1e9:.3f} s")]}]
+    # Calls: an LLM call's phases, or a tool (nested tools have their own name, so their
+    # own row under the outermost tool).
+    groups: dict[tuple[int, str, bool], list[Any]] = {}
+    for interval in task.intervals:
+        is_tool = interval.phase == "tool"
+        groups.setdefault((interval.call, interval.name, is_tool), []).append(interval)
+    nested_tasks = [(t.span.start_ns, t.span.end_ns, t.name) for t in nested]
+    entries: list[tuple[int, int, dict[str, Any]]] = []
+    for (_, name, is_tool), intervals in groups.items():
+        first = min(i.start for i in intervals)
+        last = max(i.end for i in intervals)
+        if is_tool:
+            label = f"tool {name or '?'}"
+        elif any(i.phase in ("prefill", "output_generation") for i in intervals):
+            label = f"LLM {name or 'call'}"
+        else:
+            label = f"{component_of(intervals[0].phase).replace('_', ' ')} {name}".strip()
+        bars = [bar(i.start, i.end, PHASE_COLOURS.get(i.phase, "#9e9e9e"),
+                    f"{label}: {i.phase} {(i.end - i.start) / 1e6:.1f} ms")
+                for i in sorted(intervals) if i.end > i.start]
+        entries.append((first, -last, {"label": label, "indent": 1, "bars": bars,
+                                       "seconds": (last - first) / 1e9}))
+    for s, e, name in nested_tasks:
+        entries.append((s, -e, {"label": f"task {name}", "indent": 1, "bars": [
+            bar(s, e, TASK_COLOUR, f"nested task {name}: {(e - s) / 1e9:.3f} s")]}))
+    entries.sort(key=lambda item: (item[0], item[1]))
+    more = len(entries) - MAX_ROWS
+    rows += [row for _, _, row in entries[:MAX_ROWS]]
+    if more > 0:
+        rows.append({"label": f"… {more} more calls", "indent": 1, "bars": []})
+    for index, row in enumerate(rows):
+        row["y"] = 20 + index * ROW_HEIGHT
+    ticks = []
+    for k in range(0, 6):
+        t = start + span * k // 5
+        seconds = (t - start) / 1e9
+        ticks.append({"x": x(t), "label": f"{seconds * 1000:.0f} ms" if span < 2e9
+                      else f"{seconds:.2f} s",
+                      # The last label ends at its tick, inside the picture.
+                      "anchor": "end" if k == 5 else "middle"})
+    budget = task.budget
+    return {
+        "name": task.name, "trace_id": task.span.trace_id, "wall": budget.wall,
+        "shares": [{"label": LABELS[c], "seconds": budget.shares[c],
+                    "pct": 100 * budget.shares[c] / (budget.wall or 1),
+                    "colour": COMPONENT_COLOURS[c]} for c in COMPONENTS],
+        "rows": rows, "ticks": ticks, "height": 20 + len(rows) * ROW_HEIGHT + 22,
+        "width": WIDTH, "label_width": LABEL_WIDTH,
+    }
+
+
+def _nested(tasks: Sequence[StoredTask]) -> dict[int, list[StoredTask]]:
+    """The tasks nested directly in each task, by the parent's ``id``."""
+    out: dict[int, list[StoredTask]] = {}
+    for task in tasks:
+        if task.parent is not None:
+            out.setdefault(id(task.parent), []).append(task)
+    return out
+
+
+def _stacked_bars(tasks: Sequence[StoredTask], longest: float | None = None) -> dict[str, Any]:
+    """One horizontal bar per task, its components stacked, scaled to the longest task (or
+    to ``longest`` seconds: both sides of a comparison on one scale)."""
+    tasks = [t for t in tasks if t.budget is not None][:MAX_WATERFALLS]
+    longest = longest or max((t.budget.wall for t in tasks), default=0.0) or 1.0
+    plot = WIDTH - LABEL_WIDTH - 70
+    rows = []
+    for index, task in enumerate(tasks):
+        x = float(LABEL_WIDTH)
+        segments = []
+        for c in COMPONENTS:
+            w = plot * task.budget.shares[c] / longest
+            segments.append({"x": round(x, 2), "w": round(w, 2), "colour": COMPONENT_COLOURS[c],
+                             "title": f"{task.name}: {LABELS[c]} "
+                                      f"{task.budget.shares[c]:.3f} s"})
+            x += w
+        rows.append({"label": task.name, "y": 4 + index * ROW_HEIGHT, "segments": segments,
+                     "end": round(x + 4, 2), "wall": task.budget.wall})
+    return {"rows": rows, "height": 8 + len(rows) * ROW_HEIGHT, "width": WIDTH}
+
+
+def _percentiles(tasks: Sequence[StoredTask]) -> list[dict[str, Any]]:
+    """Per task name (then all tasks): count and p50/p95/p99/max per metric."""
+    by_name: dict[str, list[StoredTask]] = {}
+    for task in tasks:
+        if task.budget is not None:
+            by_name.setdefault(task.name, []).append(task)
+    groups = list(by_name.items())
+    if len(groups) > 1:
+        groups.append(("all tasks", [t for ts in by_name.values() for t in ts]))
+    out = []
+    for name, members in groups:
+        metrics = [("wall time", [t.budget.wall for t in members])]
+        metrics += [(LABELS[c], [t.budget.shares[c] for t in members]) for c in COMPONENTS]
+        out.append({"name": name, "count": len(members),
+                    "rows": [{"label": label, **summarize(values)}
+                             for label, values in metrics]})
+    return out
+
+
+def _whatif(tasks: Sequence[StoredTask]) -> dict[str, Any]:
+    """Median recorded and projected wall time per task name and scenario."""
+    by_name: dict[str, list[StoredTask]] = {}
+    for task in tasks:
+        if task.budget is not None and task.intervals:
+            by_name.setdefault(task.name, []).append(task)
+    rows = []
+    for name, members in by_name.items():
+        recorded = statistics.median(t.budget.wall for t in members)
+        cells = []
+        for _, scenario in SCENARIOS:
+            try:
+                projected = statistics.median(
+                    project(t.intervals, t.span.start_ns, t.span.end_ns, scenario)
+                    .projected_wall for t in members)
+            except ValueError:  # a scenario this task's data cannot answer
+                cells.append(None)
+                continue
+            cells.append({"seconds": projected,
+                          "pct": 100 * (projected - recorded) / (recorded or 1)})
+        rows.append({"name": name, "count": len(members), "recorded": recorded,
+                     "cells": cells})
+    return {"scenarios": [label for label, _ in SCENARIOS], "rows": rows}
+
+
+def _median_run(tasks: Sequence[StoredTask], name: str) -> StoredTask | None:
+    runs = sorted((t for t in tasks if t.name == name and t.budget is not None),
+                  key=lambda t: t.budget.wall)
+    return runs[(len(runs) - 1) // 2] if runs else None

@@ -1,0 +1,549 @@
+"""Where stored spans come from: files, directories and trace backends, chosen by the source.
+
+``SOURCE`` is one of
+
+* a file: OTLP/JSON lines (the local default's, the Collector file exporter's ``json``
+  format), one OTLP/JSON document, an OTLP/protobuf ``ExportTraceServiceRequest``, or the
+  Collector file exporter's ``proto`` format (each request preceded by its length, a 4-byte
+  big-endian unsigned integer).  The format is sniffed from the first bytes; a prefix
+  ``otlp-json:``, ``otlp-proto:`` or ``collector-proto:`` forces one;
+* a directory: every regular file in it (rotated files included), as one set of runs;
+* ``jaeger+http://HOST:16686?service=NAME[&limit=…&lookback=…&start=…&end=…&operation=…]``:
+  Jaeger's query API, ``GET /api/traces`` (``?trace=ID`` reads ``/api/traces/ID``);
+* ``tempo+http://HOST:3200?q=TRACEQL[&limit=…&start=…&end=…]`` (or ``tags=…``): Grafana
+  Tempo's ``GET /api/search``, then ``GET /api/traces/{id}`` per trace found
+  (``?trace=ID`` reads one);
+* ``phoenix+http://HOST:6006?project=NAME[&start_time=…&end_time=…]``: Arize Phoenix's
+  ``GET /v1/projects/{name}/spans``, page by page (``PHOENIX_API_KEY`` is sent as a bearer
+  token when set).
+
+``+https`` works for each backend.  Every source yields one trace's spans at a time; what
+each holds in memory is in docs/report.md ("Reading from backends").  Two checks run on
+every trace, whatever its source, and are reported, never silent: spans from several
+services whose clocks disagree (a child outside its parent: its service's spans are
+shifted into the parent, as Jaeger's UI does, and the shift is stated), and LLM or tool
+spans that belong to no task (the task span is missing: the process died first).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import os
+import struct
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from .. import semconv
+from ._read import AttributeFilter, StoredSpan, TraceFileError, _spans_of, iter_traces
+
+__all__ = ["TraceFileError", "is_backend", "iter_source", "load_source", "check_traces"]
+from ._tasks import StoredTask, find_tasks
+
+BACKEND_SCHEMES = ("jaeger", "tempo", "phoenix")
+FILE_FORMATS = ("otlp-json", "otlp-proto", "collector-proto")
+
+#: Phoenix's and Jaeger's page size, and Jaeger's and Tempo's default number of traces.
+PAGE_SIZE = 1000
+DEFAULT_TRACE_LIMIT = 1000
+TIMEOUT_S = 30.0
+
+
+def _keeper(keep: Any) -> AttributeFilter | None:
+    """``keep`` (None, a filter, or a collection of keys) as a filter."""
+    if keep is None or callable(keep):
+        return keep
+    keys = keep
+    return lambda key, _value: key in keys
+
+
+def is_backend(source: str | Path) -> bool:
+    """Whether ``source`` names a trace backend (a URL with one of our schemes)."""
+    source = str(source)
+    scheme = source.split("://", 1)[0] if "://" in source else ""
+    return scheme.split("+", 1)[0] in BACKEND_SCHEMES and "+" in scheme
+
+
+def iter_source(source: str | Path, problems: list[str], *,
+                keep: Any = None) -> Iterator[list[StoredSpan]]:
+    """Each trace's spans from ``source`` (see the module doc), checked for clock skew and
+    orphaned work; problems are appended to ``problems``.  ``keep``: which attributes to
+    keep (a filter or a collection of keys; None keeps all)."""
+    return check_traces(_raw_traces(str(source), problems, keep), problems)
+
+
+def iter_sources(sources: Iterable[str | Path], problems: list[str], *, keep: Any = None,
+                 on_bytes: Any = None) -> Iterator[list[StoredSpan]]:
+    """``iter_source`` over several sources in order; consecutive OTLP/JSON files are read
+    as one stream (a trace cut by a rotation is whole again), ``on_bytes`` sees their
+    lines' sizes."""
+    def raw() -> Iterator[list[StoredSpan]]:
+        json_run: list[Path] = []
+        for source in [*sources, None]:
+            plain = source is not None and not is_backend(source) and not str(
+                source).startswith(tuple(f + ":" for f in FILE_FORMATS))
+            if plain and not Path(source).is_dir() and _sniff(Path(source)) == "otlp-json":
+                json_run.append(Path(source))
+                continue
+            if json_run:
+                yield from iter_traces(json_run, problems, keep=keep, on_bytes=on_bytes)
+                json_run = []
+            if source is not None:
+                yield from _raw_traces(str(source), problems, keep)
+
+    return check_traces(raw(), problems)
+
+
+def load_source(source: str | Path, task: str | None = None, *,
+                keep: Any = None) -> tuple[list[StoredTask], list[str]]:
+    """The tasks in ``source`` (optionally only those named ``task``) in start order, and
+    the problems met."""
+    if keep is None:
+        from . import BUDGET_KEYS as keep
+    problems: list[str] = []
+    tasks: list[StoredTask] = []
+    for spans in iter_source(source, problems, keep=keep):
+        found, more = find_tasks(spans)
+        tasks.extend(found if task is None else (t for t in found if t.name == task))
+        problems.extend(more)
+    tasks.sort(key=lambda t: t.span.start_ns)
+    return tasks, problems
+
+
+def _raw_traces(source: str, problems: list[str], keep: Any) -> Iterator[list[StoredSpan]]:
+    if is_backend(source):
+        scheme, _, rest = source.partition("://")
+        backend, _, transport = scheme.partition("+")
+        if transport not in ("http", "https"):
+            raise TraceFileError(f"{source}: use {backend}+http:// or {backend}+https://")
+        url = f"{transport}://{rest}"
+        reader = {"jaeger": _jaeger, "tempo": _tempo, "phoenix": _phoenix}[backend]
+        return reader(url, problems, keep if backend == "tempo" else _keeper(keep))
+    forced = None
+    for name in FILE_FORMATS:
+        if source.startswith(name + ":"):
+            forced, source = name, source[len(name) + 1:]
+    path = Path(source)
+    paths = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+    if path.is_dir() and not paths:
+        raise TraceFileError(f"{path}: an empty directory")
+    return _files(paths, forced, problems, keep)
+
+
+def _files(paths: list[Path], forced: str | None, problems: list[str],
+           keep: AttributeFilter | None) -> Iterator[list[StoredSpan]]:
+    json_paths = [p for p in paths if (forced or _sniff(p)) == "otlp-json"]
+    yield from iter_traces(json_paths, problems, keep=keep) if json_paths else ()
+    for path in paths:
+        kind = forced or _sniff(path)
+        if kind == "otlp-proto":
+            yield from _group(_proto_spans(_read_whole(path), _keeper(keep), str(path),
+                                           problems))
+        elif kind == "collector-proto":
+            yield from _framed_traces(path, problems, _keeper(keep))
+
+
+def _sniff(path: Path) -> str:
+    """``otlp-json`` (text starting ``{``), ``otlp-proto`` (a message: its first byte is
+    field 1's tag, 0x0A) or ``collector-proto`` (a length prefix: 0x00 for any frame under
+    16 MiB)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(64)
+    except FileNotFoundError:
+        raise TraceFileError(f"{path}: no such file (run an instrumented program first, or "
+                             "name the file to read)") from None
+    except OSError as exc:
+        raise TraceFileError(f"{path}: cannot read: {exc}") from None
+    text = head.lstrip()
+    if not text or text[:1] in (b"{", b"["):
+        return "otlp-json"
+    return "otlp-proto" if head[:1] == b"\x0a" else "collector-proto"
+
+
+def _read_whole(path: Path) -> Any:
+    request = _request_type()()
+    try:
+        request.ParseFromString(path.read_bytes())
+    except OSError as exc:
+        raise TraceFileError(f"{path}: cannot read: {exc}") from None
+    except Exception as exc:  # protobuf's DecodeError
+        raise TraceFileError(f"{path}: not an OTLP/protobuf ExportTraceServiceRequest "
+                             f"({exc})") from None
+    return request
+
+
+def _request_type() -> Any:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    return ExportTraceServiceRequest
+
+
+def _frames(path: Path, problems: list[str]) -> Iterator[tuple[int, bytes]]:
+    """``(offset, message bytes)`` of each length-prefixed request in ``path``."""
+    try:
+        f = path.open("rb")
+    except OSError as exc:
+        raise TraceFileError(f"{path}: cannot read: {exc}") from None
+    with f:
+        offset = 0
+        while True:
+            prefix = f.read(4)
+            if not prefix:
+                return
+            if len(prefix) < 4:
+                problems.append(f"{path}: offset {offset}: truncated length prefix; "
+                                "the rest is skipped")
+                return
+            (size,) = struct.unpack(">I", prefix)
+            body = f.read(size)
+            if len(body) < size:
+                problems.append(f"{path}: offset {offset}: a {size}-byte request cut at "
+                                f"{len(body)} bytes (a file still being written?); skipped")
+                return
+            yield offset, body
+            offset += 4 + size
+
+
+def _framed_traces(path: Path, problems: list[str],
+                   keep: AttributeFilter | None) -> Iterator[list[StoredSpan]]:
+    """The Collector's ``proto`` file, a trace at a time: a first pass notes the last frame
+    holding each trace, the second hands a trace out once that frame is read (memory: the
+    traces still open, as for JSON lines)."""
+    request_type = _request_type()
+    last: dict[str, int] = {}
+    readable = 0
+    for index, (offset, body) in enumerate(_frames(path, [])):
+        request = request_type()
+        try:
+            request.ParseFromString(body)
+        except Exception:  # reported by the second pass
+            continue
+        readable += 1
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    last[span.trace_id.hex()] = index
+    pending: dict[str, list[StoredSpan]] = {}
+    for index, (offset, body) in enumerate(_frames(path, problems)):
+        request = request_type()
+        try:
+            request.ParseFromString(body)
+        except Exception as exc:
+            problems.append(f"{path}: offset {offset}: not an ExportTraceServiceRequest "
+                            f"({exc}); skipped")
+            continue
+        touched = set()
+        for span in _proto_spans(request, keep, f"{path}: offset {offset}", problems):
+            pending.setdefault(span.trace_id, []).append(span)
+            touched.add(span.trace_id)
+        for trace_id in touched:
+            if last.get(trace_id, index) <= index:
+                yield pending.pop(trace_id)
+    if not readable and path.stat().st_size:
+        raise TraceFileError(f"{path}: no OTLP/protobuf spans found "
+                             f"({problems[-1] if problems else 'unreadable'})")
+    yield from pending.values()
+
+
+_STATUS = {0: "UNSET", 1: "OK", 2: "ERROR"}
+
+
+def _proto_spans(request: Any, keep: AttributeFilter | None, where: str,
+                 problems: list[str]) -> Iterator[StoredSpan]:
+    for rs in request.resource_spans:
+        service = ""
+        for kv in rs.resource.attributes:
+            if kv.key == "service.name":
+                service = kv.value.string_value
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                attributes = {}
+                for kv in span.attributes:
+                    value = _any_value(kv.value)
+                    if keep is None or keep(kv.key, value):
+                        attributes[kv.key] = value
+                yield StoredSpan(
+                    trace_id=span.trace_id.hex(), span_id=span.span_id.hex(),
+                    parent_id=span.parent_span_id.hex(), name=span.name,
+                    start_ns=span.start_time_unix_nano, end_ns=span.end_time_unix_nano,
+                    attributes=attributes, status=_STATUS.get(span.status.code, "UNSET"),
+                    service=service)
+
+
+def _any_value(value: Any) -> Any:
+    kind = value.WhichOneof("value")
+    if kind is None or kind == "kvlist_value":
+        return None
+    if kind == "array_value":
+        return [_any_value(v) for v in value.array_value.values]
+    return getattr(value, kind)
+
+
+def _group(spans: Iterable[StoredSpan]) -> Iterator[list[StoredSpan]]:
+    traces: dict[str, list[StoredSpan]] = {}
+    for span in spans:
+        traces.setdefault(span.trace_id, []).append(span)
+    yield from traces.values()
+
+
+# ---- HTTP backends ---------------------------------------------------------------------
+
+
+def _split_url(url: str) -> tuple[str, dict[str, str]]:
+    """``(base URL without query, query parameters)``."""
+    parts = urllib.parse.urlsplit(url)
+    base = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "",
+                                    ""))
+    return base, dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+
+
+def _get_json(url: str, headers: dict[str, str] | None = None) -> Any:
+    request = urllib.request.Request(url, headers={"Accept": "application/json",
+                                                   **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as exc:
+        body = exc.read(300).decode("utf-8", "replace").strip()
+        raise TraceFileError(f"{url}: HTTP {exc.code} {exc.reason}"
+                             + (f": {body}" if body else "")) from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise TraceFileError(f"{url}: cannot connect: {reason}") from None
+    except ValueError as exc:
+        raise TraceFileError(f"{url}: not JSON ({exc})") from None
+
+
+def _jaeger(url: str, problems: list[str],
+            keep: AttributeFilter | None) -> Iterator[list[StoredSpan]]:
+    """Jaeger's query API: one response holds whole traces, handed out one at a time."""
+    base, params = _split_url(url)
+    trace_id = params.pop("trace", None)
+    if trace_id:
+        query = f"{base}/api/traces/{urllib.parse.quote(trace_id)}"
+    else:
+        if "service" not in params:
+            raise TraceFileError(f"{url}: Jaeger needs ?service=NAME (or ?trace=ID)")
+        params.setdefault("limit", str(DEFAULT_TRACE_LIMIT))
+        query = f"{base}/api/traces?{urllib.parse.urlencode(params)}"
+    doc = _get_json(query)
+    for error in doc.get("errors") or ():
+        problems.append(f"{query}: Jaeger reports: {error.get('msg', error)}")
+    for trace in doc.get("data") or ():
+        try:
+            yield list(_jaeger_spans(trace, keep))
+        except (KeyError, TypeError, ValueError) as exc:
+            problems.append(f"{query}: trace {trace.get('traceID', '?')}: not Jaeger's "
+                            f"model ({type(exc).__name__}: {exc}); skipped")
+
+
+def _jaeger_spans(trace: dict[str, Any], keep: AttributeFilter | None) -> Iterator[StoredSpan]:
+    processes = trace.get("processes") or {}
+    for span in trace["spans"]:
+        trace_id = span["traceID"].zfill(32)
+        parent = ""
+        # CHILD_OF first; FOLLOWS_FROM only when nothing else links the span.
+        for ref in sorted(span.get("references") or (),
+                          key=lambda r: r.get("refType") != "CHILD_OF"):
+            if ref.get("traceID", "").zfill(32) == trace_id:
+                parent = ref["spanID"].zfill(16)
+                break
+        attributes, status = {}, "UNSET"
+        for tag in span.get("tags") or ():
+            key, value = tag["key"], _jaeger_value(tag)
+            if key == "otel.status_code":
+                status = str(value).upper() if str(value).upper() in ("OK", "ERROR") else status
+            elif key == "error" and value is True and status == "UNSET":
+                status = "ERROR"
+            if keep is None or keep(key, value):
+                attributes[key] = value
+        start_us, duration_us = int(span["startTime"]), int(span["duration"])
+        process = processes.get(span.get("processID", "")) or {}
+        yield StoredSpan(
+            trace_id=trace_id, span_id=span["spanID"].zfill(16), parent_id=parent,
+            name=span.get("operationName", ""), start_ns=start_us * 1000,
+            end_ns=(start_us + duration_us) * 1000, attributes=attributes, status=status,
+            service=str(process.get("serviceName", "")))
+
+
+def _jaeger_value(tag: dict[str, Any]) -> Any:
+    value, kind = tag.get("value"), tag.get("type", "string")
+    if kind == "int64":
+        return int(value)
+    if kind == "float64":
+        return float(value)
+    if kind == "bool":
+        return value if isinstance(value, bool) else str(value).lower() == "true"
+    if kind == "binary":
+        return base64.b64decode(value) if isinstance(value, str) else value
+    return value
+
+
+def _tempo(url: str, problems: list[str],
+           keep: AttributeFilter | None) -> Iterator[list[StoredSpan]]:
+    """Tempo: a search for trace ids, then each trace on its own (memory: one trace)."""
+    base, params = _split_url(url)
+    trace_id = params.pop("trace", None)
+    if trace_id:
+        ids = [trace_id]
+    else:
+        params.setdefault("limit", str(DEFAULT_TRACE_LIMIT))
+        search = f"{base}/api/search?{urllib.parse.urlencode(params)}"
+        found = _get_json(search).get("traces") or []
+        ids = [t["traceID"] for t in found if t.get("traceID")]
+        if len(ids) >= int(params["limit"]):
+            problems.append(f"{search}: the search returned its limit of {params['limit']} "
+                            "traces; there may be more (raise &limit= or narrow the search)")
+    for trace_id in ids:
+        where = f"{base}/api/traces/{trace_id}"
+        doc = _get_json(where)
+        doc = doc.get("trace", doc)  # /api/v2/traces wraps the trace
+        if not doc:
+            problems.append(f"{where}: no spans (the trace expired or is not flushed yet)")
+            continue
+        try:
+            yield list(_spans_of(doc, keep))
+        except (KeyError, TypeError, ValueError) as exc:
+            problems.append(f"{where}: not OTLP/JSON ({type(exc).__name__}: {exc}); skipped")
+
+
+def _phoenix(url: str, problems: list[str],
+             keep: AttributeFilter | None) -> Iterator[list[StoredSpan]]:
+    """Phoenix's spans API pages through a project's spans in no trace order, so a trace is
+    whole only after the last page: the project's spans are held (budget attributes only)."""
+    base, params = _split_url(url)
+    project = params.pop("project", None)
+    if not project:
+        raise TraceFileError(f"{url}: Phoenix needs ?project=NAME")
+    headers = {}
+    if key := os.environ.get("PHOENIX_API_KEY"):
+        headers["Authorization"] = f"Bearer {key}"
+    params.setdefault("limit", str(PAGE_SIZE))
+    path = f"{base}/v1/projects/{urllib.parse.quote(project, safe='')}/spans"
+    spans: list[StoredSpan] = []
+    cursor = None
+    for _ in range(1_000_000):  # a server that repeats its cursor must not loop forever
+        query = dict(params, **({"cursor": cursor} if cursor else {}))
+        page = _get_json(f"{path}?{urllib.parse.urlencode(query)}", headers)
+        for item in page.get("data") or ():
+            try:
+                spans.append(_phoenix_span(item, keep))
+            except (KeyError, TypeError, ValueError) as exc:
+                problems.append(f"{path}: span {item.get('name', '?')!r}: not Phoenix's "
+                                f"span model ({type(exc).__name__}: {exc}); skipped")
+        next_cursor = page.get("next_cursor")
+        if not next_cursor or next_cursor == cursor:
+            break
+        cursor = next_cursor
+    yield from _group(spans)
+
+
+def _phoenix_span(item: dict[str, Any], keep: AttributeFilter | None) -> StoredSpan:
+    context = item["context"]
+    attributes = {}
+    for key, value in _flatten(item.get("attributes") or {}):
+        if keep is None or keep(key, value):
+            attributes[key] = value
+    status = str(item.get("status_code") or "UNSET").upper()
+    return StoredSpan(
+        trace_id=context["trace_id"], span_id=context["span_id"],
+        parent_id=item.get("parent_id") or "", name=item.get("name", ""),
+        start_ns=_iso_ns(item["start_time"]), end_ns=_iso_ns(item["end_time"]),
+        attributes=attributes, status=status if status in ("OK", "ERROR") else "UNSET")
+
+
+def _flatten(attributes: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in attributes.items():
+        if isinstance(value, dict):
+            yield from _flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def _iso_ns(text: str) -> int:
+    """An ISO 8601 time as integer nanoseconds since the epoch, exactly (no float)."""
+    moment = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_dt.timezone.utc)
+    delta = moment - _EPOCH
+    return ((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds) * 1000
+
+
+# ---- checks on every trace -------------------------------------------------------------
+
+
+def check_traces(traces: Iterable[list[StoredSpan]],
+                 problems: list[str]) -> Iterator[list[StoredSpan]]:
+    """Each trace, its clock skew corrected and its orphaned LLM calls and tools stated
+    (appended to ``problems``)."""
+    for spans in traces:
+        if len({s.service for s in spans}) > 1:
+            _adjust_clock_skew(spans, problems)
+        _report_orphans(spans, problems)
+        yield spans
+
+
+def _adjust_clock_skew(spans: list[StoredSpan], problems: list[str]) -> None:
+    """Shift each service's spans into their parent's time when a child of another
+    service lies outside it: hosts' clocks disagree.  The child is centred in its parent
+    (network time assumed equal both ways, as Jaeger's UI does) and every span below it
+    on the same service moves with it."""
+    by_id = {s.span_id: s for s in spans}
+    children: dict[str, list[StoredSpan]] = {}
+    for span in spans:
+        children.setdefault(span.parent_id, []).append(span)
+    roots = [s for s in spans if s.parent_id not in by_id]
+    stack: list[tuple[StoredSpan, int]] = [(root, 0) for root in roots]
+    seen: set[str] = set()
+    while stack:
+        span, shift = stack.pop()
+        if span.span_id in seen:  # a cycle in a malformed trace
+            continue
+        seen.add(span.span_id)
+        parent = by_id.get(span.parent_id)
+        if parent is not None and parent.service != span.service and span.service:
+            shift = 0  # a new host: its own offset, decided against its parent
+            start, end = span.start_ns, span.end_ns
+            if start < parent.start_ns or end > parent.end_ns:
+                room = (parent.end_ns - parent.start_ns) - (end - start)
+                shift = parent.start_ns + max(room, 0) // 2 - start
+                problems.append(
+                    f"trace {span.trace_id}: clock skew: span {span.name!r} of service "
+                    f"{span.service!r} lies outside its parent {parent.name!r} of service "
+                    f"{parent.service!r}; {span.service!r}'s spans under it shifted by "
+                    f"{shift / 1e6:+.3f} ms")
+        if shift:
+            span.start_ns += shift
+            span.end_ns += shift
+        stack.extend((child, shift) for child in children.get(span.span_id, ()))
+
+
+def _report_orphans(spans: list[StoredSpan], problems: list[str]) -> None:
+    """State the LLM calls and tools of a trace that no task span encloses."""
+    by_id = {s.span_id: s for s in spans}
+    orphans = 0
+    for span in spans:
+        if semconv.LLM_CLIENT not in span.attributes and \
+                semconv.COMPONENT not in span.attributes:
+            continue
+        parent, steps = by_id.get(span.parent_id), 0
+        while parent is not None and semconv.TASK_NAME not in parent.attributes \
+                and steps < 10_000:
+            parent, steps = by_id.get(parent.parent_id), steps + 1
+        if parent is None:
+            orphans += 1
+    if orphans:
+        problems.append(
+            f"trace {spans[0].trace_id}: {orphans} LLM call or tool span(s) in no task: "
+            "the task span is missing (the process died before it ended, or the backend "
+            "dropped it); they are in no budget")

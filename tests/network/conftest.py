@@ -1,0 +1,81 @@
+"""Fixtures for the network tests: a TLS echo server on loopback, instrumented clients."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for ``localhost`` (the openssl command line)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command")
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+class EchoServer:
+    """Accepts TCP (optionally TLS) connections on 127.0.0.1 and echoes what it reads."""
+
+    def __init__(self, context: ssl.SSLContext | None) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.context = context
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._echo, args=(conn,), daemon=True).start()
+
+    def _echo(self, conn: socket.socket) -> None:
+        try:
+            if self.context is not None:
+                conn = self.context.wrap_socket(conn, server_side=True)
+            while data := conn.recv(65536):
+                conn.sendall(data)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture(scope="module")
+def tls_server(tls_files: tuple[Path, Path]) -> Iterator[EchoServer]:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*tls_files)
+    server = EchoServer(context)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def tcp_server() -> Iterator[EchoServer]:
+    server = EchoServer(None)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def client_tls(tls_files: tuple[Path, Path]) -> ssl.SSLContext:
+    """A client context that trusts the test certificate."""
+    return ssl.create_default_context(cafile=str(tls_files[0]))
