@@ -97,12 +97,15 @@ BUDGET_KEYS = frozenset({
 
 def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
                rotated: bool = False, keep_going: bool = True, selection: Any = None,
-               progress: Progress | None = None) -> tuple[list[StoredTask], list[str]]:
+               progress: Progress | None = None,
+               notes: list[str] | None = None) -> tuple[list[StoredTask], list[str]]:
     """Read trace files and return their tasks in start order (optionally only those named
     ``task``, or those ``selection(task)`` keeps), each with its intervals (for what-ifs),
     and the problems met.  ``path`` is one file or a list of files; ``rotated`` reads one
     file's rotated siblings first.  Without ``keep_going`` the first unreadable line raises
-    :class:`BadInput`.
+    :class:`BadInput`.  ``notes``, when given, receives what is stated but is not bad input
+    (spans counted as other, clock skew corrected, spans in no task); otherwise it is
+    returned with the problems.
 
     Streams: a trace's spans are held only until its last line is read and its tasks are
     computed, with only the attributes budgets need.
@@ -113,22 +116,27 @@ def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
         # A backend URL stays a string: Path() would fold its "//".
         paths = trace_files(path) if rotated else [path]
     problems: list[str] = []
+    stated: list[str] = []
     tasks: list[StoredTask] = []
     progress = progress or Progress(0, enabled=False)
     with _no_cyclic_gc():
         try:
-            for spans in iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed()):
+            for spans in iter_sources(paths, problems, keep=BUDGET_KEYS,
+                                      on_bytes=progress.feed(), notes=stated):
                 if problems and not keep_going:
                     raise BadInput(problems[0])
                 found, more = find_tasks(spans)
                 tasks.extend(t for t in found if (task is None or t.name == task)
                              and (selection is None or selection(t)))
-                problems.extend(more)
+                stated.extend(more)
             if problems and not keep_going:
                 raise BadInput(problems[0])
         finally:
             progress.close()
     tasks.sort(key=lambda t: t.span.start_ns)
+    if notes is None:
+        return tasks, problems + stated
+    notes.extend(stated)
     return tasks, problems
 
 
@@ -219,16 +227,18 @@ def summarize_sources(paths: list[Path], selection: Any = None, *, keep_going: b
     intervals are dropped once budgets are computed: memory holds figures, not spans.
     """
     problems: list[str] = []
+    notes: list[str] = []  # clock skew corrected, spans in no task: stated, not bad input
     progress = progress or Progress(total_size(paths))
     with _no_cyclic_gc():
         try:
-            traces = iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed())
+            traces = iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed(),
+                                  notes=notes)
             summary, warnings = summarize_traces(
                 traces, selection, problems=problems, keep_going=keep_going,
                 keep_tasks=keep_tasks, slowest=slowest)
         finally:
             progress.close()
-    return summary, problems, warnings
+    return summary, problems, notes + warnings
 
 
 def summarize_traces(traces: Iterable[list[StoredSpan]], selection: Any = None, *,
