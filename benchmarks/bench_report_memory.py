@@ -13,6 +13,7 @@ figures.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import subprocess
@@ -67,7 +68,10 @@ def main() -> None:
                                 text=True)
         wall = time.perf_counter() - start
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        tasks = result.stdout.count("\n")
+        try:  # one object (schema 1); older code printed a JSON line per task
+            tasks = len(json.loads(result.stdout)["tasks"])
+        except (ValueError, KeyError, TypeError):
+            tasks = result.stdout.count("\n")
         print(f"report on {size / 1e6:,.0f} MB ({args.src}): exit {result.returncode}, "
               f"{tasks:,} tasks, peak RSS {usage.ru_maxrss / 1024:,.0f} MB, wall {wall:.1f} s, "
               f"CPU {usage.ru_utime + usage.ru_stime:.1f} s")

@@ -9,8 +9,10 @@ of realistic traces — per trace a task span with its budget, 16 LLM calls (a C
 instrumentation makes them) and 16 shell tool calls (``execute_tool`` spans with a command
 line), 81 spans — exported in two batch lines, the second interleaved with the next trace's
 first as a batch processor does; then runs ``agent-latency report --json`` on it in a child
-process, once with this tree's code and once with ``--before`` (default ``/work/main/src``,
-the code before this change), and prints spans/s and each child's own peak RSS.  Targets:
+process with this tree's code (with orjson where installed, and with the standard library
+only) and, given ``--before DIR``, with another source tree (the code before a change:
+``git archive COMMIT src | tar -x -C /tmp/before``), and prints spans/s, CPU and each
+child's own peak RSS.  Targets:
 at least 100,000 spans/s and under 300 MB.  Never fails on figures.
 """
 
@@ -46,10 +48,10 @@ _CHILD = ("import resource, sys\n"
 SPANS_PER_TRACE = 81
 
 
-def run_report(src: str, path: Path) -> tuple[float, float, float, int, str]:
+def run_report(src: str, path: Path, **environ: str) -> tuple[float, float, float, int, str]:
     """``(wall s, CPU s, peak RSS MB, exit status, stderr tail)`` of one report in a
     child."""
-    env = dict(os.environ, PYTHONPATH=src)
+    env = dict(os.environ, PYTHONPATH=src, **environ)
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", _CHILD, "report", "--json", str(path)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -68,8 +70,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--spans", type=int, default=1_000_000)
     parser.add_argument("--keep", help="write the file here and keep it (reused if present)")
-    parser.add_argument("--before", default="/work/main/src",
-                        help="source tree of the code to compare with ('' to skip)")
+    parser.add_argument("--before", default="",
+                        help="source tree of the code to compare with, e.g. one made by "
+                             "'git archive COMMIT src | tar -x -C /tmp/before' "
+                             "(then /tmp/before/src)")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -81,16 +85,20 @@ def main() -> None:
         traces = -(-args.spans // SPANS_PER_TRACE)
         spans = traces * SPANS_PER_TRACE
         print(f"file: {path.stat().st_size / 1e6:,.0f} MB, {traces:,} traces, {spans:,} spans")
-        trees = [("now", str(HERE.parent / "src"))]
+        now = str(HERE.parent / "src")
+        # "now" parses with orjson when it is installed (an optional accelerator, not a
+        # dependency); "now-stdlib" with the standard library only.
+        trees: list[tuple[str, str, dict[str, str]]] = [
+            ("now", now, {}), ("now-stdlib", now, {"AGENT_LATENCY_REPORT_JSON": "stdlib"})]
         if args.before:
-            trees.insert(0, ("before", args.before))
+            trees.insert(0, ("before", args.before, {}))
         print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        print(f"{'code':<8} {'wall s':>8} {'spans/s':>10} {'CPU s':>7} {'spans/CPU s':>12} "
+        print(f"{'code':<10} {'wall s':>8} {'spans/s':>10} {'CPU s':>7} {'spans/CPU s':>12} "
               f"{'peak RSS MB':>12}  exit")
         for _ in range(args.repeat):
-            for label, src in trees:
-                wall, cpu, rss, rc, err = run_report(src, path)
-                print(f"{label:<8} {wall:>8.1f} {spans / wall:>10,.0f} {cpu:>7.1f} "
+            for label, src, environ in trees:
+                wall, cpu, rss, rc, err = run_report(src, path, **environ)
+                print(f"{label:<10} {wall:>8.1f} {spans / wall:>10,.0f} {cpu:>7.1f} "
                       f"{spans / cpu:>12,.0f} {rss:>12,.0f}  {rc}" + (f"  {err}" if rc else ""))
         print("targets: >= 100,000 spans/s, < 300 MB peak RSS.  Wall time depends on the "
               "machine's load (other processes); spans per CPU second is what the code "

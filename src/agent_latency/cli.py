@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = COMMANDS.get(args[0])
     if command is None:
-        print(f"agent-latency: unknown command {args[0]!r}\n\n{USAGE}", file=sys.stderr)
+        print(f"agent-latency: unknown command {args[0]!r} (commands: {', '.join(COMMANDS)}; "
+              "see agent-latency --help)", file=sys.stderr)
         return 2
     module = importlib.import_module(command[0])
     try:

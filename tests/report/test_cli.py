@@ -283,3 +283,23 @@ class TestProgress:
         assert bar._bar is not None
         bar.close()
         assert bar._bar is None
+
+
+class TestStatedNotes:
+    """What the trace checks state (spans in no task) is said, and is not bad input."""
+
+    def test_spans_in_no_task_are_stated_with_status_0(self, tmp_path):
+        path = tmp_path / "orphan.jsonl"
+        tool = {semconv.COMPONENT: semconv.TOOL_EXECUTION}
+        path.write_text("".join(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": s}]}]})
+                                + "\n" for s in (
+            [_span(1, 1, None, "task", {semconv.TASK_NAME: "t"}, BASE, BASE + SECOND),
+             _span(1, 2, 1, "tool", tool, BASE, BASE + SECOND // 2)],
+            [_span(2, 3, 9, "tool", tool, BASE, BASE + SECOND // 2)])))
+        result = cli("report", str(path))
+        assert result.returncode == 0, result.stderr
+        assert "in no task" in result.stderr and len(result.stderr.splitlines()) == 1
+        assert result.stdout.startswith("1 tasks")
+        result = cli("whatif", "--tool-speedup", "2", str(path))
+        assert result.returncode == 0, result.stderr
+        assert "in no task" in result.stderr and result.stdout.startswith("task t:")

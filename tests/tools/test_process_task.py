@@ -76,7 +76,7 @@ class TestImplicitProcessTask:
         report = subprocess.run([PY, "-m", "agent_latency", "report", "--json"], cwd=tmp_path,
                                 capture_output=True, text=True, timeout=60)
         assert report.returncode == 0, report.stderr
-        rows = [json.loads(line) for line in report.stdout.splitlines()]
+        rows = json.loads(report.stdout)["tasks"]
         assert [row["task"] for row in rows] == ["prog"]
 
     def test_program_tasks_nest_inside_it(self, tmp_path):

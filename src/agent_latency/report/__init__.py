@@ -19,7 +19,7 @@ import contextlib
 import gc
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ __all__ = [
     "iter_traces",
     "load_tasks",
     "summarize_sources",
+    "summarize_traces",
     "trace_files",
     "main",
     "read_spans",
@@ -96,12 +97,15 @@ BUDGET_KEYS = frozenset({
 
 def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
                rotated: bool = False, keep_going: bool = True, selection: Any = None,
-               progress: Progress | None = None) -> tuple[list[StoredTask], list[str]]:
+               progress: Progress | None = None,
+               notes: list[str] | None = None) -> tuple[list[StoredTask], list[str]]:
     """Read trace files and return their tasks in start order (optionally only those named
     ``task``, or those ``selection(task)`` keeps), each with its intervals (for what-ifs),
     and the problems met.  ``path`` is one file or a list of files; ``rotated`` reads one
     file's rotated siblings first.  Without ``keep_going`` the first unreadable line raises
-    :class:`BadInput`.
+    :class:`BadInput`.  ``notes``, when given, receives what is stated but is not bad input
+    (spans counted as other, clock skew corrected, spans in no task); otherwise it is
+    returned with the problems.
 
     Streams: a trace's spans are held only until its last line is read and its tasks are
     computed, with only the attributes budgets need.
@@ -113,22 +117,27 @@ def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
         # A backend URL stays a string: Path() would fold its "//".
         paths = trace_files(path) if rotated else [path]
     problems: list[str] = []
+    stated: list[str] = []
     tasks: list[StoredTask] = []
     progress = progress or Progress(0, enabled=False)
     with _no_cyclic_gc():
         try:
-            for spans in iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed()):
+            for spans in iter_sources(paths, problems, keep=BUDGET_KEYS,
+                                      on_bytes=progress.feed(), notes=stated):
                 if problems and not keep_going:
                     raise BadInput(problems[0])
                 found, more = find_tasks(spans)
                 tasks.extend(t for t in found if (task is None or t.name == task)
                              and (selection is None or selection(t)))
-                problems.extend(more)
+                stated.extend(more)
             if problems and not keep_going:
                 raise BadInput(problems[0])
         finally:
             progress.close()
     tasks.sort(key=lambda t: t.span.start_ns)
+    if notes is None:
+        return tasks, problems + stated
+    notes.extend(stated)
     return tasks, problems
 
 
@@ -172,12 +181,13 @@ def main(argv: list[str]) -> int:
         page_tasks, _ = load_tasks(paths, selection=selection)
         write_report_page(args.html, page_tasks, names, problems + warnings)
     if args.json:
-        json.dump({"schema": SCHEMA, "sources": [str(p) for p in paths],
-                   "filters": selection.describe() or None,
-                   "tasks": [task_json(t) for t in summary.tasks],
-                   "summary": summary.to_json(), "problems": problems + warnings},
-                  sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        doc = {"schema": SCHEMA, "sources": [str(p) for p in paths],
+               "filters": selection.describe() or None,
+               "tasks": [task_json(t) for t in summary.tasks],
+               "summary": summary.to_json(), "problems": problems + warnings}
+        # Indented for a person at a terminal; one line otherwise (the C encoder: an indent
+        # takes json's pure-Python one, three times slower on many tasks).
+        sys.stdout.write(json.dumps(doc, indent=1 if sys.stdout.isatty() else None) + "\n")
     else:
         render_summary(summary, names, selection.describe())
         if args.tasks:
@@ -217,10 +227,34 @@ def summarize_sources(paths: list[Path], selection: Any = None, *, keep_going: b
     Without ``keep_going`` the first unreadable line raises :class:`BadInput`.  Task
     intervals are dropped once budgets are computed: memory holds figures, not spans.
     """
-    summary = Summary(slowest=slowest, keep_tasks=keep_tasks)
     problems: list[str] = []
-    warnings: list[str] = []
+    notes: list[str] = []  # clock skew corrected, spans in no task: stated, not bad input
     progress = progress or Progress(total_size(paths))
+    with _no_cyclic_gc():
+        try:
+            traces = iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed(),
+                                  notes=notes)
+            summary, warnings = summarize_traces(
+                traces, selection, problems=problems, keep_going=keep_going,
+                keep_tasks=keep_tasks, slowest=slowest)
+        finally:
+            progress.close()
+    return summary, problems, notes + warnings
+
+
+def summarize_traces(traces: Iterable[list[StoredSpan]], selection: Any = None, *,
+                     problems: list[str] | None = None, keep_going: bool = True,
+                     keep_tasks: bool = False, slowest: int = 5,
+                     ) -> tuple[Summary, list[str]]:
+    """A :class:`Summary` of the tasks in ``traces`` (each a list of one trace's spans, from
+    any reader) that ``selection`` keeps, and the warnings met.
+
+    ``problems`` is the reader's list of unreadable input: without ``keep_going`` the first
+    one raises :class:`BadInput` (checked after each trace).
+    """
+    summary = Summary(slowest=slowest, keep_tasks=keep_tasks)
+    problems = problems if problems is not None else []
+    warnings: list[str] = []
     calls: dict[int, list[CallRecord]] = {}
     tools: dict[int, list[tuple[str, float, str]]] = {}
 
@@ -232,21 +266,17 @@ def summarize_sources(paths: list[Path], selection: Any = None, *, keep_going: b
             tools.setdefault(id(task), []).append(
                 (name, max(span.end_ns - span.start_ns, 0) * 1e-9, span.trace_id))
 
-    with _no_cyclic_gc():
-        try:
-            for spans in iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed()):
-                if problems and not keep_going:
-                    raise BadInput(problems[0])
-                found, more = find_tasks(spans, keep_intervals=False, on_span=on_span)
-                warnings.extend(more)
-                for task in found:
-                    if selection is None or selection(task):
-                        summary.add(task, calls.get(id(task), []), tools.get(id(task), []))
-                calls.clear()
-                tools.clear()
-            if problems and not keep_going:
-                raise BadInput(problems[0])
-        finally:
-            progress.close()
+    for spans in traces:
+        if problems and not keep_going:
+            raise BadInput(problems[0])
+        found, more = find_tasks(spans, keep_intervals=False, on_span=on_span)
+        warnings.extend(more)
+        for task in found:
+            if selection is None or selection(task):
+                summary.add(task, calls.get(id(task), []), tools.get(id(task), []))
+        calls.clear()
+        tools.clear()
+    if problems and not keep_going:
+        raise BadInput(problems[0])
     summary.tasks.sort(key=lambda t: t.span.start_ns)
-    return summary, problems, warnings
+    return summary, warnings

@@ -201,17 +201,19 @@ class Progress:
             from rich.console import Console
             from rich.progress import (
                 BarColumn,
-                DownloadColumn,
                 Progress,
                 TextColumn,
+                TimeElapsedColumn,
                 TimeRemainingColumn,
             )
         except ImportError:
             self.enabled = False
             return False
-        self._bar = Progress(TextColumn("reading traces"), BarColumn(), DownloadColumn(),
-                             TimeRemainingColumn(), console=Console(file=self._stream),
-                             transient=True)
+        # Percent, not bytes: both passes count, so bytes would read twice the file size.
+        self._bar = Progress(TextColumn("reading traces"),
+                             BarColumn(), TextColumn("{task.percentage:>3.0f} %"),
+                             TimeElapsedColumn(), TimeRemainingColumn(),
+                             console=Console(file=self._stream), transient=True)
         self._bar.start()
         self._task = self._bar.add_task("read", total=self._total, completed=self._done)
         return True

@@ -81,10 +81,12 @@ def iter_source(source: str | Path, problems: list[str], *,
 
 
 def iter_sources(sources: Iterable[str | Path], problems: list[str], *, keep: Any = None,
-                 on_bytes: Any = None) -> Iterator[list[StoredSpan]]:
+                 on_bytes: Any = None,
+                 notes: list[str] | None = None) -> Iterator[list[StoredSpan]]:
     """``iter_source`` over several sources in order; consecutive OTLP/JSON files are read
     as one stream (a trace cut by a rotation is whole again), ``on_bytes`` sees their
-    lines' sizes."""
+    lines' sizes.  ``notes`` (default: ``problems``) receives what the trace checks state
+    (clock skew corrected, spans in no task): facts about readable input, not bad input."""
     def raw() -> Iterator[list[StoredSpan]]:
         json_run: list[Path] = []
         for source in [*sources, None]:
@@ -100,7 +102,7 @@ def iter_sources(sources: Iterable[str | Path], problems: list[str], *, keep: An
             if source is not None:
                 yield from _raw_traces(str(source), problems, keep)
 
-    return check_traces(raw(), problems)
+    return check_traces(raw(), problems if notes is None else notes)
 
 
 def load_source(source: str | Path, task: str | None = None, *,

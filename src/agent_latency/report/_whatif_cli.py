@@ -148,14 +148,15 @@ def main(argv: list[str]) -> int:
         return fail(_PROG, str(exc))
     try:
         paths, _ = source_paths(args.sources, DEFAULT_FILE)
+        notes: list[str] = []
         tasks, problems = load_tasks(paths, keep_going=args.keep_going,
                                      selection=Selection(args),
-                                     progress=Progress(total_size(paths)))
+                                     progress=Progress(total_size(paths)), notes=notes)
     except TraceFileError as exc:
         return fail(_PROG, str(exc))
     except BadInput as exc:
         return fail(_PROG, f"{exc} (--keep-going reports everything readable)")
-    for problem in problems:
+    for problem in problems + notes:
         print(f"{_PROG}: {problem}", file=sys.stderr)
     names = ", ".join(str(p) for p in paths)
     if not tasks:
