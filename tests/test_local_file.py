@@ -203,7 +203,10 @@ class TestFork:
     def _child_work(provider: TracerProvider, tracer, i: int) -> None:
         with tracer.start_as_current_span(f"child-{i}"):
             pass
-        provider.force_flush(5_000)
+        # Generous: on a loaded machine the child's fresh batch worker may start late; a
+        # child whose export is stuck on the parent's lock still never gets there.
+        if not provider.force_flush(30_000):
+            os._exit(3)
 
     @staticmethod
     def _fork_while_locked(exporter: JsonLinesSpanExporter, fork):
@@ -236,7 +239,7 @@ class TestFork:
                         self._child_work(provider, tracer, i)
                     finally:
                         os._exit(0)
-                deadline = time.monotonic() + 10
+                deadline = time.monotonic() + 60
                 while time.monotonic() < deadline:
                     done, status = os.waitpid(pid, os.WNOHANG)
                     if done:
@@ -263,7 +266,7 @@ class TestFork:
             for i in range(20):
                 process = context.Process(target=self._child_work, args=(provider, tracer, i))
                 self._fork_while_locked(exporter, process.start)
-                process.join(10)
+                process.join(60)
                 if process.exitcode is None:
                     process.kill()
                     process.join()

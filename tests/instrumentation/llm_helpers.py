@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from machine_load import busy_slack
 
 from agent_latency import semconv
 from agent_latency.simulator import SimulatorConfig
@@ -46,20 +47,6 @@ def truth_of(sim: Any, request_id: str, timeout: float = 3.0) -> dict[str, Any]:
             assert len(found) == 1, request_id
             return found[0]
         time.sleep(0.005)
-
-
-def busy_slack() -> float:
-    """Extra seconds a wall-clock upper bound allows while the machine is busy.
-
-    A lower bound of the simulator's timing is exact (its clock never fires early), an upper
-    bound is not: with more runnable processes than cores (a 1-minute load average of at
-    least 3/4 of the cores), one wake-up can be tens of milliseconds late. Quiet, 0: the
-    tight bound holds.
-    """
-    import os
-
-    cores = os.cpu_count() or 1
-    return 0.15 if os.getloadavg()[0] >= 0.75 * cores else 0.0
 
 
 def loopback_tolerance() -> float:

@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
+from machine_load import busy_slack
 
 from agent_latency import semconv
 from agent_latency.simulator import SimulatorConfig, SimulatorProcess, kernel_delay_unavailable
@@ -44,7 +45,10 @@ def _calls(otel):
 
 
 def _close(value: float, truth: float) -> bool:
-    return abs(value - truth) <= max(0.006, 0.3 * truth)
+    # Loose on purpose (benchmarks/bench_network_accuracy.py prints the real accuracy): a
+    # loaded machine schedules the client late, which a kernel delay of 10 ms each way makes
+    # visible; CI must not fail on load.
+    return abs(value - truth) <= max(0.006, 0.3 * truth) + busy_slack()
 
 
 class TestKernelDelay:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from machine_load import busy_slack
 
 from agent_latency.simulator import Simulator, SimulatorConfig
 
@@ -14,20 +15,6 @@ EXAMPLE_SCRIPT = ROOT / "examples" / "scripts" / "coding_agent.json"
 
 # fast rates keep the suite quick; timing tests ask for slower ones explicitly
 FAST = SimulatorConfig(port=0, prefill_tps=1_000_000.0, output_tps=20_000.0)
-
-
-def busy_slack() -> float:
-    """Extra seconds a wall-clock upper bound allows while the machine is busy.
-
-    A lower bound of the simulator's timing is exact (its clock never fires early), an upper
-    bound is not: with more runnable processes than cores (a 1-minute load average of at
-    least 3/4 of the cores), one wake-up can be tens of milliseconds late. Quiet, 0: the
-    tight bound holds.
-    """
-    import os
-
-    cores = os.cpu_count() or 1
-    return 0.15 if os.getloadavg()[0] >= 0.75 * cores else 0.0
 
 
 def near(value: float, nominal: float, tol: float) -> bool:
