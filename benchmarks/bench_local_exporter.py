@@ -19,11 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.sdk.trace import ReadableSpan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from _agent_trace import task_spans
 
 from agent_latency import semconv
 from agent_latency._local import JsonLinesSpanExporter, protobuf_otlp_json
@@ -32,65 +32,14 @@ GOAL_US = 20.0
 BATCH = 512  # the BatchSpanProcessor's default export size
 
 
-class _Keep(SpanProcessor):
-    def __init__(self) -> None:
-        self.spans: list[ReadableSpan] = []
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self.spans.append(span)
-
-
 def realistic_spans(count: int) -> list[ReadableSpan]:
-    """``count`` spans shaped like a task's: per LLM call one CLIENT span with ~25
-    attributes and three phase spans; a task span with its budget every 20 calls."""
-    keep = _Keep()
-    provider = TracerProvider(resource=Resource.create({
-        "service.name": "agent", "process.pid": os.getpid(), "host.name": "bench"}))
-    provider.add_span_processor(keep)
-    tracer = provider.get_tracer("agent_latency", "0.1")
-    while len(keep.spans) < count:
-        with tracer.start_as_current_span("task fix", attributes={
-                semconv.TASK_NAME: "fix", semconv.PROCESS_TASK: False}) as task:
-            for i in range(20):
-                with tracer.start_as_current_span("chat gpt-5", kind=SpanKind.CLIENT) as call:
-                    call.set_attributes({
-                        semconv.GEN_AI_OPERATION_NAME: "chat",
-                        semconv.GEN_AI_PROVIDER_NAME: "openai",
-                        semconv.GEN_AI_REQUEST_MODEL: "gpt-5-mini",
-                        semconv.GEN_AI_REQUEST_MAX_TOKENS: 4096,
-                        semconv.GEN_AI_REQUEST_TEMPERATURE: 0.2,
-                        semconv.GEN_AI_REQUEST_STREAM: True,
-                        semconv.GEN_AI_RESPONSE_MODEL: "gpt-5-mini-2025-08-07",
-                        semconv.GEN_AI_RESPONSE_ID: f"chatcmpl-{i:024d}",
-                        semconv.GEN_AI_RESPONSE_FINISH_REASONS: ("stop",),
-                        semconv.GEN_AI_USAGE_INPUT_TOKENS: 12_345 + i,
-                        semconv.GEN_AI_USAGE_OUTPUT_TOKENS: 321,
-                        semconv.SERVER_ADDRESS: "api.openai.com",
-                        semconv.SERVER_PORT: 443,
-                        semconv.LLM_CLIENT: 0.0012,
-                        semconv.LLM_STREAMING: True,
-                        semconv.LLM_TTFT: 0.41234,
-                        semconv.LLM_DNS: 0.0,
-                        semconv.LLM_CONNECT: 0.0,
-                        semconv.LLM_TLS: 0.0,
-                        semconv.LLM_UPLOAD: 0.0021,
-                        semconv.LLM_RTT: 0.0123,
-                        semconv.LLM_RTT_SOURCE: "tcp_info",
-                        semconv.LLM_PREFILL: 0.3881,
-                        semconv.LLM_OUTPUT_GENERATION: 2.104,
-                        semconv.LLM_CONNECTION_REUSED: True,
-                        semconv.LLM_ATTEMPTS: 1,
-                        semconv.LLM_CHUNKS: 322,
-                    })
-                    for phase in ("network", "prefill", "output_generation"):
-                        with tracer.start_as_current_span(phase) as child:
-                            child.set_attribute(semconv.COMPONENT, phase)
-                    call.set_status(Status(StatusCode.OK))
-            task.set_attributes({semconv.BUDGET_WALL: 61.5, **{
-                semconv.budget_share(c): 12.3 for c in ("output_generation", "prefill",
-                                                         "tool_execution", "network_overhead",
-                                                         "other")}})
-    return keep.spans[:count]
+    """``count`` spans shaped like a task's (``_agent_trace.task_spans``): per LLM call one
+    CLIENT span with its ~30 attributes and three phase spans, a tool span, and a task span
+    with its budget every 20 calls."""
+    spans: list[ReadableSpan] = []
+    while len(spans) < count:
+        spans.extend(task_spans(20))
+    return spans[:count]
 
 
 def cpu_per_span(spans: list[ReadableSpan], export) -> float:

@@ -30,11 +30,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider  # noqa: E402
-from opentelemetry.trace import SpanKind  # noqa: E402
+from _agent_trace import task_spans  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
 
-from agent_latency import semconv  # noqa: E402
 from agent_latency._otlp_json import encode_line  # noqa: E402
 
 # Runs the CLI in the child and prints the child's own peak RSS (not its parent's) last.
@@ -105,78 +103,11 @@ def main() -> None:
               "costs")
 
 
-class _Keep(SpanProcessor):
-    def __init__(self) -> None:
-        self.spans: list[ReadableSpan] = []
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self.spans.append(span)
-
-
 def trace_spans() -> list[ReadableSpan]:
     """One realistic trace of ``SPANS_PER_TRACE`` spans (ended order, task last)."""
-    keep = _Keep()
-    provider = TracerProvider(resource=Resource.create({
-        "service.name": "agent", "process.pid": os.getpid(), "host.name": "bench"}))
-    provider.add_span_processor(keep)
-    tracer = provider.get_tracer("agent_latency", "0.1")
-    with tracer.start_as_current_span("task fix", attributes={
-            semconv.TASK_NAME: "fix"}) as task:
-        for i in range(16):
-            with tracer.start_as_current_span("chat gpt-5-mini", kind=SpanKind.CLIENT) as call:
-                call.set_attributes({
-                    semconv.GEN_AI_OPERATION_NAME: "chat",
-                    semconv.GEN_AI_PROVIDER_NAME: "openai",
-                    semconv.GEN_AI_REQUEST_MODEL: "gpt-5-mini",
-                    semconv.GEN_AI_REQUEST_MAX_TOKENS: 4096,
-                    semconv.GEN_AI_REQUEST_TEMPERATURE: 0.2,
-                    semconv.GEN_AI_REQUEST_STREAM: True,
-                    semconv.GEN_AI_RESPONSE_MODEL: "gpt-5-mini-2025-08-07",
-                    semconv.GEN_AI_RESPONSE_ID: f"chatcmpl-{i:024d}",
-                    semconv.GEN_AI_RESPONSE_FINISH_REASONS: ("stop",),
-                    semconv.GEN_AI_USAGE_INPUT_TOKENS: 12_345 + i,
-                    semconv.GEN_AI_USAGE_OUTPUT_TOKENS: 321,
-                    semconv.SERVER_ADDRESS: "api.openai.com",
-                    semconv.SERVER_PORT: 443,
-                    semconv.LLM_CLIENT: 0.0012,
-                    semconv.LLM_STREAMING: True,
-                    semconv.LLM_TTFT: 0.41234,
-                    semconv.LLM_RETRY: 0.0,
-                    semconv.LLM_DNS: 0.0,
-                    semconv.LLM_CONNECT: 0.0,
-                    semconv.LLM_TLS: 0.0,
-                    semconv.LLM_UPLOAD: 0.0021,
-                    semconv.LLM_RTT: 0.0123,
-                    semconv.LLM_RTT_SOURCE: "tcp_info",
-                    semconv.LLM_PREFILL: 0.3881,
-                    semconv.LLM_OUTPUT_GENERATION: 2.104,
-                    semconv.LLM_TAIL: 0.0003,
-                    semconv.LLM_CLIENT_TAIL: 0.0001,
-                    semconv.LLM_CONNECTION_REUSED: True,
-                    semconv.LLM_ATTEMPTS: 1,
-                    semconv.LLM_CHUNKS: 322,
-                    semconv.LLM_OUTPUT_TOKENS_PER_SECOND: 152.1,
-                })
-                for phase in ("network", "prefill", "output_generation"):
-                    with tracer.start_as_current_span(
-                            phase, attributes=semconv.PHASE_SPAN_ATTRIBUTES):
-                        pass
-            with tracer.start_as_current_span("execute_tool pytest", attributes={
-                    semconv.GEN_AI_OPERATION_NAME: semconv.OPERATION_EXECUTE_TOOL,
-                    semconv.GEN_AI_TOOL_NAME: "pytest",
-                    semconv.COMPONENT: semconv.TOOL_EXECUTION,
-                    semconv.TOOL_SOURCE: "subprocess",
-                    semconv.TOOL_EXECUTABLE: "/usr/bin/python3",
-                    semconv.TOOL_COMMAND: f"python -m pytest -x -q tests/test_module_{i}.py",
-                    semconv.TOOL_PID: 4242 + i,
-                    semconv.TOOL_EXIT_CODE: 0,
-            }):
-                pass
-        task.set_attributes({semconv.BUDGET_WALL: 61.5, **{
-            semconv.budget_share(c): 12.3 for c in semconv.COMPONENTS}, **{
-            semconv.budget_count(c): 16 for c in semconv.COUNT_NAMES}})
-    assert len(keep.spans) == SPANS_PER_TRACE, len(keep.spans)
-    return keep.spans
+    spans = task_spans(16)
+    assert len(spans) == SPANS_PER_TRACE, len(spans)
+    return spans
 
 
 def write_file_spans(path: Path, spans: int) -> None:
