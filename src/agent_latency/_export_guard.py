@@ -79,7 +79,7 @@ class _HoldBackOurExportLogs(logging.Filter):
 
 _filter = _HoldBackOurExportLogs()
 _filter_installed = False
-_destinations: list[Destination] = []
+# Every guard made (each with its destination): the exit flush and the report go over them.
 _guards: list[Any] = []
 # Set by the exit flush: from then on, trouble ends an exporter's retries at once.
 _exiting = False
@@ -146,14 +146,16 @@ class Destination:
                            self.dropped, "spans" if self.signal == "spans" else "points")
 
 
-def _destination(signal: str, exporter: object) -> Destination:
+def _register(guard: Any, signal: str, exporter: object) -> Destination:
+    """The destination of a new ``guard`` around ``exporter``; the guard is remembered."""
     global _filter_installed
     name = str(exporter_endpoint(exporter) or getattr(exporter, "path", None)
                or type(exporter).__name__)
     destination = Destination(signal, name, warns_itself=type(exporter).__module__.startswith(
         "agent_latency."))
+    destination.give_up = guard.shutdown
     with _registry_lock:
-        _destinations.append(destination)
+        _guards.append(guard)
         if not _filter_installed:
             for logger_name in _EXPORTER_LOGGERS:
                 logging.getLogger(logger_name).addFilter(_filter)
@@ -183,10 +185,8 @@ class GuardedSpanExporter(SpanExporter):
 
     def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
-        self.destination = _destination("spans", inner)
-        self.destination.give_up = self.shutdown
         self.is_shut_down = False
-        _guards.append(self)
+        self.destination = _register(self, "spans", inner)
 
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
         ok = _run_export(self.destination, len(spans),
@@ -229,10 +229,8 @@ def _guarded_metric_exporter_class() -> type:
                 preferred_temporality=preferred_temporality(inner),
                 preferred_aggregation=preferred_aggregation(inner))
             self.inner = inner
-            self.destination = _destination("metrics", inner)
-            self.destination.give_up = self.shutdown
             self.is_shut_down = False
-            _guards.append(self)
+            self.destination = _register(self, "metrics", inner)
 
         def export(self, metrics_data: Any, timeout_millis: float = 10_000,
                    **kwargs: Any) -> MetricExportResult:
@@ -321,6 +319,6 @@ def shut_down_within(providers: Sequence[Any], timeout_s: float) -> bool:
 def report_failures() -> None:
     """One line per destination that failed this run, with its counts."""
     with _registry_lock:
-        destinations = list(_destinations)
-    for destination in destinations:
-        destination.report()
+        guards = list(_guards)
+    for guard in guards:
+        guard.destination.report()

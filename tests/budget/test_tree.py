@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -12,19 +11,7 @@ from hypothesis import strategies as st
 from agent_latency import semconv
 from agent_latency.budget import COMPONENTS, COUNT_NAMES
 from agent_latency.budget._tree import TaskNode, assemble
-
-
-@dataclass
-class Span:
-    """A stored span, as the report reads one."""
-
-    trace_id: str
-    span_id: str
-    parent_id: str
-    name: str
-    start_ns: int
-    end_ns: int
-    attributes: dict[str, Any] = field(default_factory=dict)
+from agent_latency.report._read import StoredSpan as Span  # the record assemble() reads
 
 
 def _llm(**phases: float) -> dict[str, Any]:

@@ -50,20 +50,37 @@ class NetPhases:
             self.t_first = t_start
         self.t_last = t_end
 
+    def resolved(self, t_start: float) -> None:
+        """A name lookup that started at ``t_start`` ended now."""
+        now = perf_counter()
+        self.dns += now - t_start
+        self.mark(t_start, now)
+
+    def connected(self, t_start: float, sock: Any) -> None:
+        """A TCP connect of ``sock`` that started at ``t_start`` ended now."""
+        now = perf_counter()
+        self.connect += now - t_start
+        self.mark(t_start, now)
+        self.connects += 1
+        self.last_sock = sock
+
+    def handshaken(self, t_start: float) -> None:
+        """A TLS handshake that started at ``t_start`` ended now."""
+        now = perf_counter()
+        self.tls += now - t_start
+        self.mark(t_start, now)
+        self.tls_handshakes += 1
+
 
 #: Where socket-level durations go now (None: nothing records; the wrappers pass through).
 SINK: contextvars.ContextVar[NetPhases | None] = contextvars.ContextVar(
     "agent_latency_net_sink", default=None)
 
 
+# Each wrapper finds where it records inline (the call's ``net``, else the sink): on the
+# path where nothing records, a helper function would be one more call per socket operation.
 _current = CURRENT.get
 _recording = SINK.get
-
-
-def _sink() -> NetPhases | None:
-    """Where an operation now records (also inlined in each wrapper: one call fewer)."""
-    call = _current()
-    return call.net if call is not None else _recording()
 
 
 class Recording:
@@ -95,9 +112,7 @@ def _getaddrinfo(*args: Any, **kwargs: Any) -> Any:
     try:
         return _orig["getaddrinfo"](*args, **kwargs)
     finally:
-        now = perf_counter()
-        sink.dns += now - t
-        sink.mark(t, now)
+        sink.resolved(t)
 
 
 def _timed_connect(name: str) -> Any:
@@ -110,11 +125,7 @@ def _timed_connect(name: str) -> Any:
         try:
             return _orig[name](self, *args, **kwargs)
         finally:
-            now = perf_counter()
-            sink.connect += now - t
-            sink.mark(t, now)
-            sink.connects += 1
-            sink.last_sock = self
+            sink.connected(t, self)
     connect.__name__ = name.rpartition(".")[2]
     return connect
 
@@ -128,10 +139,7 @@ def _do_handshake(self: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return _orig["do_handshake"](self, *args, **kwargs)
     finally:
-        now = perf_counter()
-        sink.tls += now - t
-        sink.mark(t, now)
-        sink.tls_handshakes += 1
+        sink.handshaken(t)
 
 
 # -- asyncio --------------------------------------------------------------------------------
@@ -144,9 +152,7 @@ async def _loop_getaddrinfo(self: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return await _orig["loop.getaddrinfo"](self, *args, **kwargs)
     finally:
-        now = perf_counter()
-        sink.dns += now - t
-        sink.mark(t, now)
+        sink.resolved(t)
 
 
 async def _loop_sock_connect(self: Any, sock: Any, address: Any) -> Any:
@@ -158,11 +164,7 @@ async def _loop_sock_connect(self: Any, sock: Any, address: Any) -> Any:
     try:
         return await _orig["loop.sock_connect"](self, sock, address)
     finally:
-        now = perf_counter()
-        sink.connect += now - t
-        sink.mark(t, now)
-        sink.connects += 1
-        sink.last_sock = sock
+        sink.connected(t, sock)
 
 
 async def _loop_connection_transport(self: Any, sock: Any, protocol_factory: Any, ssl: Any,
@@ -178,10 +180,7 @@ async def _loop_connection_transport(self: Any, sock: Any, protocol_factory: Any
         return await _orig["loop._create_connection_transport"](
             self, sock, protocol_factory, ssl, *args, **kwargs)
     finally:
-        now = perf_counter()
-        sink.tls += now - t
-        sink.mark(t, now)
-        sink.tls_handshakes += 1
+        sink.handshaken(t)
 
 
 def _targets() -> list[tuple[Any, str, str, Any]]:

@@ -254,32 +254,44 @@ def _sent(state: ConnectionState, call: LLMCall) -> None:
     net.bytes_sent = state.raw_bytes
 
 
-def _failed_send(call: LLMCall, exc: BaseException) -> None:
-    call.finish(None, exc)
+def _begin(endpoint: Endpoint, settings: Settings, instance: Any, args: Any, kwargs: Any,
+           *, is_async: bool) -> tuple[ConnectionState, LLMCall] | None:
+    """The call a ``send`` starts (a ``response.create`` on an instrumented connection)."""
+    state = getattr(instance, _STATE, None)
+    if state is None or not settings.active:
+        return None
+    try:
+        call = _start(endpoint, settings, state, args[0] if args else kwargs.get("event"))
+    except Exception:  # noqa: BLE001
+        internal_error("websocket.send")
+        return None
+    if call is None:
+        return None
+    call.is_async = is_async
+    return state, call
+
+
+def _after_send(state: ConnectionState, call: LLMCall) -> None:
+    try:
+        _sent(state, call)
+    except Exception:  # noqa: BLE001
+        internal_error("websocket.sent")
 
 
 def send_wrapper(endpoint: Endpoint, settings: Settings) -> Any:
     """``ResponsesConnection.send``: a ``response.create`` starts a call."""
 
     def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        state = getattr(instance, _STATE, None)
-        call = None
-        if state is not None and settings.active:
-            try:
-                call = _start(endpoint, settings, state, args[0] if args else kwargs.get("event"))
-            except Exception:  # noqa: BLE001
-                internal_error("websocket.send")
-        if call is None or state is None:  # (no state, no call)
+        begun = _begin(endpoint, settings, instance, args, kwargs, is_async=False)
+        if begun is None:
             return wrapped(*args, **kwargs)
+        state, call = begun
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            _failed_send(call, exc)
+            call.finish(None, exc)
             raise
-        try:
-            _sent(state, call)
-        except Exception:  # noqa: BLE001
-            internal_error("websocket.sent")
+        _after_send(state, call)
         return result
 
     return wrapper
@@ -289,25 +301,16 @@ def async_send_wrapper(endpoint: Endpoint, settings: Settings) -> Any:
     """``AsyncResponsesConnection.send``: as :func:`send_wrapper`."""
 
     async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        state = getattr(instance, _STATE, None)
-        call = None
-        if state is not None and settings.active:
-            try:
-                call = _start(endpoint, settings, state, args[0] if args else kwargs.get("event"))
-            except Exception:  # noqa: BLE001
-                internal_error("websocket.send")
-        if call is None or state is None:  # (no state, no call)
+        begun = _begin(endpoint, settings, instance, args, kwargs, is_async=True)
+        if begun is None:
             return await wrapped(*args, **kwargs)
-        call.is_async = True
+        state, call = begun
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
-            _failed_send(call, exc)
+            call.finish(None, exc)
             raise
-        try:
-            _sent(state, call)
-        except Exception:  # noqa: BLE001
-            internal_error("websocket.sent")
+        _after_send(state, call)
         return result
 
     return wrapper
