@@ -35,20 +35,24 @@ from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
 
 from agent_latency._otlp_json import encode_line  # noqa: E402
 
-# Runs the CLI in the child and prints the child's own peak RSS (not its parent's) last.
+# Runs the CLI in the child and prints, last, its own peak RSS and its workers' (the largest
+# one's: ru_maxrss of RUSAGE_CHILDREN), and the CPU of both.
 _CHILD = ("import resource, sys\n"
           "from agent_latency.cli import main\n"
           "rc = main(sys.argv[1:])\n"
           "u = resource.getrusage(resource.RUSAGE_SELF)\n"
-          "print(u.ru_maxrss, u.ru_utime + u.ru_stime, file=sys.stderr)\n"
+          "c = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+          "print(u.ru_maxrss, c.ru_maxrss, u.ru_utime + u.ru_stime + c.ru_utime + c.ru_stime,\n"
+          "      file=sys.stderr)\n"
           "sys.exit(rc)\n")
 
 SPANS_PER_TRACE = 81
 
 
-def run_report(src: str, path: Path, **environ: str) -> tuple[float, float, float, int, str]:
-    """``(wall s, CPU s, peak RSS MB, exit status, stderr tail)`` of one report in a
-    child."""
+def run_report(src: str, path: Path, **environ: str) -> tuple[float, float, float, float, int,
+                                                                str]:
+    """``(wall s, CPU s, peak RSS MB, the largest worker's peak RSS MB, exit status, stderr
+    tail)`` of one report in a child."""
     env = dict(os.environ, PYTHONPATH=src, **environ)
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", _CHILD, "report", "--json", str(path)],
@@ -57,11 +61,11 @@ def run_report(src: str, path: Path, **environ: str) -> tuple[float, float, floa
     wall = time.perf_counter() - start
     lines = result.stderr.strip().splitlines()
     try:
-        rss_kb, cpu = lines[-1].split()
-        rss, cpu_s = int(rss_kb) / 1024, float(cpu)
+        rss_kb, workers_kb, cpu = lines[-1].split()
+        rss, workers, cpu_s = int(rss_kb) / 1024, int(workers_kb) / 1024, float(cpu)
     except (IndexError, ValueError):
-        rss = cpu_s = float("nan")
-    return wall, cpu_s, rss, result.returncode, "\n".join(lines[-4:-1])
+        rss = workers = cpu_s = float("nan")
+    return wall, cpu_s, rss, workers, result.returncode, "\n".join(lines[-4:-1])
 
 
 def main() -> None:
@@ -84,23 +88,33 @@ def main() -> None:
         spans = traces * SPANS_PER_TRACE
         print(f"file: {path.stat().st_size / 1e6:,.0f} MB, {traces:,} traces, {spans:,} spans")
         now = str(HERE.parent / "src")
-        # "now" parses with orjson when it is installed (an optional accelerator, not a
-        # dependency); "now-stdlib" with the standard library only.
+        # "now" reads with one process per CPU (report/_parallel.py) and parses with orjson
+        # when it is installed (an optional accelerator, not a dependency); "now-1proc" in one
+        # process; "now-stdlib" with the standard library's parser.
         trees: list[tuple[str, str, dict[str, str]]] = [
-            ("now", now, {}), ("now-stdlib", now, {"AGENT_LATENCY_REPORT_JSON": "stdlib"})]
+            ("now", now, {}), ("now-1proc", now, {"AGENT_LATENCY_REPORT_WORKERS": "1"}),
+            ("now-stdlib", now, {"AGENT_LATENCY_REPORT_JSON": "stdlib"})]
         if args.before:
-            trees.insert(0, ("before", args.before, {}))
-        print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        print(f"{'code':<10} {'wall s':>8} {'spans/s':>10} {'CPU s':>7} {'spans/CPU s':>12} "
-              f"{'peak RSS MB':>12}  exit")
+            trees.insert(0, ("before", args.before, {"AGENT_LATENCY_REPORT_WORKERS": "1"}))
+        cpus = len(os.sched_getaffinity(0))
+        print(f"load average before: {os.getloadavg()[0]:.1f} on {cpus} CPUs")
+        print(f"{'code':<10} {'wall s':>7} {'spans/s':>9} {'CPU s':>6} {'spans/CPU s':>11} "
+              f"{'RSS MB':>7} {'worker MB':>9} {'all MB':>7}  exit")
         for _ in range(args.repeat):
             for label, src, environ in trees:
-                wall, cpu, rss, rc, err = run_report(src, path, **environ)
-                print(f"{label:<10} {wall:>8.1f} {spans / wall:>10,.0f} {cpu:>7.1f} "
-                      f"{spans / cpu:>12,.0f} {rss:>12,.0f}  {rc}" + (f"  {err}" if rc else ""))
-        print("targets: >= 100,000 spans/s, < 300 MB peak RSS.  Wall time depends on the "
-              "machine's load (other processes); spans per CPU second is what the code "
-              "costs")
+                wall, cpu, rss, worker, rc, err = run_report(src, path, **environ)
+                # An upper bound of the memory in use at once: this process's peak and each
+                # worker at the largest one's (forked pages shared with the parent count in
+                # both).
+                workers = 0 if environ.get("AGENT_LATENCY_REPORT_WORKERS") == "1" else min(
+                    cpus, 8)
+                total = rss + workers * worker if workers > 1 else rss
+                print(f"{label:<10} {wall:>7.1f} {spans / wall:>9,.0f} {cpu:>6.1f} "
+                      f"{spans / cpu:>11,.0f} {rss:>7,.0f} {worker:>9,.0f} {total:>7,.0f}  "
+                      f"{rc}" + (f"  {err}" if rc else ""))
+        print("targets: >= 100,000 spans/s, < 300 MB peak RSS (all processes).  Wall time "
+              "depends on the machine's load (other processes); spans per CPU second is what "
+              "the code costs")
 
 
 def trace_spans() -> list[ReadableSpan]:

@@ -25,6 +25,7 @@ from agent_latency import semconv
 from agent_latency.budget import COMPONENTS
 from agent_latency.report._read import TraceFileError
 from agent_latency.report._sources import _jaeger_spans, check_traces, load_source
+from agent_latency.report._tasks import find_tasks
 from agent_latency.report._stats import summarize
 
 HERE = Path(__file__).parent
@@ -229,8 +230,10 @@ class TestTraceChecks:
         trace["spans"] = [s for s in trace["spans"]
                           if not s["operationName"].startswith("invoke_agent")]
         problems: list[str] = []
-        list(check_traces([list(_jaeger_spans(trace, None))], problems))
-        [problem] = problems
+        [spans] = list(check_traces([list(_jaeger_spans(trace, None))], problems))
+        assert not problems
+        tasks, [problem] = find_tasks(spans)
+        assert not tasks
         assert trace_id in problem and "in no task" in problem and "task span is missing" \
             in problem
 

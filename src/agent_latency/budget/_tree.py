@@ -27,6 +27,7 @@ from ._split import Budget, split
 TASK_NAME = semconv.TASK_NAME
 COMPONENT = semconv.COMPONENT
 PROCESS_TASK = semconv.PROCESS_TASK
+LLM_CLIENT = semconv.LLM_CLIENT
 
 # Counts that say a task did work of its own (an LLM call or a tool).
 _OWN_WORK = ("llm_calls", "tool_calls")
@@ -132,8 +133,7 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
             key = (s.trace_id, s.span_id)
             tasks[key] = TaskNode(key, str(s.attributes[TASK_NAME]), s.start_ns, span=s)
     problems: list[str] = []
-    if not tasks:
-        return [], problems
+    orphans = 0  # LLM calls and tools no task encloses
 
     for span in spans:
         attributes = span.attributes
@@ -159,6 +159,8 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
             tasks[key].parent = owner
             continue
         if owner is None:
+            if LLM_CLIENT in attributes or COMPONENT in attributes:
+                orphans += 1
             continue
         try:
             kind = owner.add_span(attributes, span.start_ns, span.end_ns,
@@ -173,6 +175,11 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
             kind = "other"
         if kind is not None and on_span is not None:
             on_span(owner, span, kind, top is not span)
+    if orphans:
+        problems.append(
+            f"trace {spans[0].trace_id}: {orphans} LLM call or tool span(s) in no task: "
+            "the task span is missing (the process died before it ended, or the backend "
+            "dropped it); they are in no budget")
     ordered = sorted(tasks.values(), key=lambda t: t.start_ns)
     idle = {id(t) for t in ordered
             if t.span.attributes.get(PROCESS_TASK) and not t.did_agent_work}

@@ -38,10 +38,11 @@ from ._cli import (
     source_paths,
     total_size,
 )
+from ._parallel import summarize_in_parts, workers_for
 from ._read import ReadResult, StoredSpan, TraceFileError, iter_traces, read_spans
 from ._render import render_budget, render_projection, render_summary
 from ._sources import iter_sources
-from ._summary import SCHEMA, CallRecord, Summary, task_json
+from ._summary import SCHEMA, CallRecord, Summary, start_order, task_json
 from ._tasks import StoredTask, find_tasks
 
 DEFAULT_FILE = ".agent-latency/traces.jsonl"
@@ -134,7 +135,7 @@ def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
                 raise BadInput(problems[0])
         finally:
             progress.close()
-    tasks.sort(key=lambda t: t.span.start_ns)
+    tasks.sort(key=start_order)
     if notes is None:
         return tasks, problems + stated
     notes.extend(stated)
@@ -226,12 +227,20 @@ def summarize_sources(paths: list[Path], selection: Any = None, *, keep_going: b
 
     Without ``keep_going`` the first unreadable line raises :class:`BadInput`.  Task
     intervals are dropped once budgets are computed: memory holds figures, not spans.
+    Large OTLP/JSON lines files are read by several processes (``report/_parallel.py``),
+    with the same result.
     """
     problems: list[str] = []
     notes: list[str] = []  # clock skew corrected, spans in no task: stated, not bad input
-    progress = progress or Progress(total_size(paths))
+    size = total_size(paths)
+    progress = progress or Progress(size)
     with _no_cyclic_gc():
         try:
+            workers = workers_for(paths, size)
+            if workers > 1:
+                return summarize_in_parts(paths, workers, selection, keep=BUDGET_KEYS,
+                                          keep_going=keep_going, keep_tasks=keep_tasks,
+                                          slowest=slowest, progress=progress)
             traces = iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed(),
                                   notes=notes)
             summary, warnings = summarize_traces(
@@ -256,7 +265,7 @@ def summarize_traces(traces: Iterable[list[StoredSpan]], selection: Any = None, 
     problems = problems if problems is not None else []
     warnings: list[str] = []
     calls: dict[int, list[CallRecord]] = {}
-    tools: dict[int, list[tuple[str, float, str]]] = {}
+    tools: dict[int, list[tuple[str, float, str, str]]] = {}
 
     def on_span(task: StoredTask, span: StoredSpan, kind: str, nested: bool) -> None:
         if kind == "llm":
@@ -264,7 +273,7 @@ def summarize_traces(traces: Iterable[list[StoredSpan]], selection: Any = None, 
         elif kind == "tool" and not nested:
             name = str(span.attributes.get(semconv.GEN_AI_TOOL_NAME) or span.name)
             tools.setdefault(id(task), []).append(
-                (name, max(span.end_ns - span.start_ns, 0) * 1e-9, span.trace_id))
+                (name, max(span.end_ns - span.start_ns, 0) * 1e-9, span.trace_id, span.span_id))
 
     for spans in traces:
         if problems and not keep_going:
@@ -278,5 +287,5 @@ def summarize_traces(traces: Iterable[list[StoredSpan]], selection: Any = None, 
         tools.clear()
     if problems and not keep_going:
         raise BadInput(problems[0])
-    summary.tasks.sort(key=lambda t: t.span.start_ns)
+    summary.tasks.sort(key=start_order)
     return summary, warnings

@@ -195,6 +195,7 @@ class Progress:
         if self._bar is None and not self._start():
             return
         self._bar.update(self._task, completed=self._done)
+        self._bar.refresh()
 
     def _start(self) -> bool:
         try:
@@ -213,7 +214,10 @@ class Progress:
         self._bar = Progress(TextColumn("reading traces"),
                              BarColumn(), TextColumn("{task.percentage:>3.0f} %"),
                              TimeElapsedColumn(), TimeRemainingColumn(),
-                             console=Console(file=self._stream), transient=True)
+                             console=Console(file=self._stream), transient=True,
+                             # Redrawn by add(), not by a thread: the report may fork
+                             # workers (report/_parallel.py), safe only without threads.
+                             auto_refresh=False)
         self._bar.start()
         self._task = self._bar.add_task("read", total=self._total, completed=self._done)
         return True

@@ -74,9 +74,21 @@ def iter_traces(paths: Iterable[str | Path], problems: list[str], *,
     Raises ``TraceFileError`` when a file is missing or holds nothing readable at all.
     """
     reader = _Reader([Path(p) for p in paths], keep, problems, on_bytes)
-    last_line = reader.last_line_of_each_trace()
+    scan = reader.scan()
     pending: dict[str, list[StoredSpan]] = {}
-    for index, _, batch in reader.documents():
+    yield from complete_traces(reader.documents(), scan, pending)
+    reader.check_found_any()
+    yield from pending.values()
+
+
+def complete_traces(documents: Iterable[tuple[int, str, list[StoredSpan]]], scan: Scan,
+                    pending: dict[str, list[StoredSpan]], start: int = 0,
+                    ) -> Iterator[list[StoredSpan]]:
+    """Each trace of ``documents`` whose lines all lie at or after line ``start``, once its
+    last line has been read; the spans of the others (begun before ``start``, ending after
+    the documents read, or not found by the scan) are left in ``pending``, by trace id."""
+    last_line, first_line = scan.last, scan.first
+    for index, _, batch in documents:
         touched = set()
         for span in batch:
             spans = pending.get(span.trace_id)
@@ -87,10 +99,29 @@ def iter_traces(paths: Iterable[str | Path], problems: list[str], *,
         for trace_id in touched:
             last = last_line.get(trace_id)
             # Not found by the scan (an escaped id, a line appended since): kept to the end.
-            if last is not None and last <= index:
+            if last is not None and last <= index and first_line[trace_id] >= start:
                 yield pending.pop(trace_id)
-    reader.check_found_any()
-    yield from pending.values()
+
+
+@dataclass(slots=True)
+class Cut:
+    """Where a line starts: its index across the files, the file's position in the list,
+    the byte offset in that file and the line's number in it (from 1)."""
+
+    index: int
+    file: int
+    offset: int
+    number: int
+
+
+@dataclass(slots=True)
+class Scan:
+    """What the first pass finds: the first and last line index naming each trace id, and
+    how many lines of each file (by its position in the list) it read."""
+
+    first: dict[str, int]
+    last: dict[str, int]
+    lines: dict[int, int]
 
 
 def _optional_fast_loads() -> Callable[[bytes], Any] | None:
@@ -121,7 +152,7 @@ _BLOCK = 1 << 18  # a first-pass read; about three times this is held at once
 class _Reader:
     """Lines of several files as one stream, numbered across files, parsed one at a time."""
 
-    __slots__ = ("_paths", "_keep", "problems", "_documents_read", "_on_bytes")
+    __slots__ = ("_paths", "_keep", "problems", "documents_read", "_on_bytes")
 
     def __init__(self, paths: list[Path], keep: AttributeFilter | None,
                  problems: list[str] | None = None,
@@ -129,7 +160,7 @@ class _Reader:
         self._paths = paths
         self._keep = keep
         self.problems: list[str] = [] if problems is None else problems
-        self._documents_read = 0
+        self.documents_read = 0
         self._on_bytes = on_bytes
 
     def _open(self, path: Path) -> Any:
@@ -141,14 +172,24 @@ class _Reader:
         except OSError as exc:
             raise TraceFileError(f"{path}: cannot read: {exc}") from None
 
-    def _lines(self) -> Iterator[tuple[int, Path, int, bytes]]:
-        """``(index across files, file, line number in it, raw line)``."""
-        index = 0
+    def _lines(self, start: Cut | None = None,
+               stop: int | None = None) -> Iterator[tuple[int, Path, int, bytes]]:
+        """``(index across files, file, line number in it, raw line)``, from the line
+        ``start`` (default: the first) to the line before index ``stop`` (default: the
+        end)."""
+        index = start.index if start is not None else 0
         on_bytes = self._on_bytes
-        for path in self._paths:
+        for file_no in range(start.file if start is not None else 0, len(self._paths)):
+            path = self._paths[file_no]
             with self._open(path) as lines:
+                number = 1
+                if start is not None and file_no == start.file:
+                    lines.seek(start.offset)
+                    number = start.number
                 try:
-                    for number, line in enumerate(lines, 1):
+                    for number, line in enumerate(lines, number):  # noqa: B020
+                        if stop is not None and index >= stop:
+                            return
                         if on_bytes is not None:
                             on_bytes(len(line))
                         yield index, path, number, line
@@ -156,34 +197,48 @@ class _Reader:
                 except OSError as exc:
                     raise TraceFileError(f"{path}: cannot read: {exc}") from None
 
-    def last_line_of_each_trace(self) -> dict[str, int]:
-        """First pass: the index of the last line naming each trace id.
+    def scan(self, start: Cut | None = None, end: tuple[int, int] | None = None) -> Scan:
+        """First pass: the first and last line naming each trace id, counted from ``start``
+        (a line start; default: the stream's first line) up to ``end`` (``(file, byte
+        offset)`` of a line start, exclusive; default: the stream's end), and the number of
+        lines of each file in that stretch.
 
         Reads blocks of whole lines (256 KiB at a time) and finds each line's distinct trace
         ids within the block (no copy per line): the pass costs little beside the parse.
         """
+        first: dict[bytes, int] = {}
         last: dict[bytes, int] = {}
-        index = 0  # the index of the line being scanned, across files
+        lines: dict[int, int] = {}
+        index = start.index if start is not None else 0
         on_bytes = self._on_bytes
         findall = _TRACE_ID.findall
-        for path in self._paths:
+        first_file = start.file if start is not None else 0
+        last_file = end[0] if end is not None else len(self._paths) - 1
+        for file_no in range(first_file, min(last_file, len(self._paths) - 1) + 1):
+            path = self._paths[file_no]
+            file_start = index
             with self._open(path) as f:
+                if start is not None and file_no == start.file:
+                    f.seek(start.offset)
+                left = end[1] - f.tell() if end is not None and file_no == end[0] else -1
                 pending: list[bytes] = []
                 while True:
                     try:
-                        chunk = f.read(_BLOCK)
+                        chunk = f.read(_BLOCK if left < 0 else min(_BLOCK, left))
                     except OSError as exc:
                         raise TraceFileError(f"{path}: cannot read: {exc}") from None
+                    if left > 0:
+                        left -= len(chunk)
                     if on_bytes is not None and chunk:
                         on_bytes(len(chunk))
-                    cut = chunk.rfind(b"\n") + 1 if chunk else -1
-                    if cut == 0:  # no line ends in this chunk: keep it for the next
+                    line_end = chunk.rfind(b"\n") + 1 if chunk else -1
+                    if line_end == 0:  # no line ends in this chunk: keep it for the next
                         pending.append(chunk)
                         continue
                     if chunk:
-                        pending.append(chunk[:cut])
-                        rest = chunk[cut:]
-                    else:  # end of file: what is left is a last line without a newline
+                        pending.append(chunk[:line_end])
+                        rest = chunk[line_end:]
+                    else:  # the end: what is left is a last line without a newline
                         rest = b""
                     block = b"".join(pending)
                     pending = [rest] if rest else []
@@ -193,8 +248,10 @@ class _Reader:
                     end_of_block = len(block)
                     while pos < end_of_block:
                         newline = block.find(b"\n", pos)
-                        end = end_of_block if newline < 0 else newline
-                        for trace_id in set(findall(block, pos, end)):
+                        line_stop = end_of_block if newline < 0 else newline
+                        for trace_id in set(findall(block, pos, line_stop)):
+                            if trace_id not in first:
+                                first[trace_id] = index
                             last[trace_id] = index
                         if newline < 0:
                             break
@@ -204,14 +261,30 @@ class _Reader:
                         if block and not block.endswith(b"\n"):
                             index += 1
                         break
-        return {trace_id.decode("ascii", "replace"): line for trace_id, line in last.items()}
+            lines[file_no] = index - file_start
+        return Scan({_text(t): line for t, line in first.items()},
+                    {_text(t): line for t, line in last.items()}, lines)
 
-    def documents(self) -> Iterator[tuple[int, str, list[StoredSpan]]]:
+    def line_start_after(self, file_no: int, offset: int) -> tuple[int, int] | None:
+        """``(file, offset)`` of the first line starting at or after ``offset`` of file
+        ``file_no`` (possibly in a later file), or ``None`` at the stream's end."""
+        for number in range(file_no, len(self._paths)):
+            with self._open(self._paths[number]) as f:
+                if number == file_no and offset > 0:
+                    f.seek(offset - 1)
+                    f.readline()  # the rest of the line the offset falls in
+                if f.read(1):
+                    return number, f.tell() - 1
+        return None
+
+    def documents(self, start: Cut | None = None,
+                  stop: int | None = None) -> Iterator[tuple[int, str, list[StoredSpan]]]:
         """``(line index, where, spans)`` per export request; a pretty-printed document (a
-        file whose first two lines are not JSON on their own) is read whole, at index -1."""
+        file whose first two lines are not JSON on their own) is read whole, at index -1.
+        ``start`` and ``stop``: only those lines (as :meth:`_lines`), each parsed alone."""
         first_two: list[tuple[int, Path, int, bytes]] = []
-        lines = self._lines()
-        for item in lines:
+        lines = self._lines(start, stop)
+        for item in lines if start is None and stop is None else ():
             if item[3].strip():
                 first_two.append(item)
                 if len(first_two) == 2:
@@ -276,14 +349,25 @@ class _Reader:
         except RecursionError:
             self.problems.append(f"{where}: nested too deeply; skipped")
             return None
-        self._documents_read += 1
+        self.documents_read += 1
         return spans
 
     def check_found_any(self) -> None:
         """Raise when every non-empty line was unreadable."""
-        if not self._documents_read and self.problems:
+        if not self.documents_read and self.problems:
             names = ", ".join(str(p) for p in self._paths)
             raise TraceFileError(f"{names}: no OTLP/JSON spans found ({self.problems[0]})")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # opening it says why
+
+
+def _text(trace_id: bytes) -> str:
+    return trace_id.decode("ascii", "replace")
 
 
 def _chain(first: list[Any], rest: Iterator[Any]) -> Iterator[Any]:

@@ -21,8 +21,9 @@
 each holds in memory is in docs/report.md ("Reading from backends").  Two checks run on
 every trace, whatever its source, and are reported, never silent: spans from several
 services whose clocks disagree (a child outside its parent: its service's spans are
-shifted into the parent, as Jaeger's UI does, and the shift is stated), and LLM or tool
-spans that belong to no task (the task span is missing: the process died first).
+shifted into the parent, as Jaeger's UI does, and the shift is stated) here, and LLM or
+tool spans that belong to no task (the task span is missing: the process died first) in
+the task tree, which finds every span's task anyway (``budget._tree.assemble``).
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .. import semconv
 from ._read import AttributeFilter, StoredSpan, TraceFileError, _spans_of, iter_traces
 
 __all__ = ["TraceFileError", "is_backend", "iter_source", "load_source", "check_traces"]
+from ._summary import start_order
 from ._tasks import StoredTask, find_tasks
 
 BACKEND_SCHEMES = ("jaeger", "tempo", "phoenix")
@@ -74,8 +75,8 @@ def is_backend(source: str | Path) -> bool:
 
 def iter_source(source: str | Path, problems: list[str], *,
                 keep: Any = None) -> Iterator[list[StoredSpan]]:
-    """Each trace's spans from ``source`` (see the module doc), checked for clock skew and
-    orphaned work; problems are appended to ``problems``.  ``keep``: which attributes to
+    """Each trace's spans from ``source`` (see the module doc), checked for clock skew;
+    problems are appended to ``problems``.  ``keep``: which attributes to
     keep (a filter or a collection of keys; None keeps all)."""
     return check_traces(_raw_traces(str(source), problems, keep), problems)
 
@@ -117,7 +118,7 @@ def load_source(source: str | Path, task: str | None = None, *,
         found, more = find_tasks(spans)
         tasks.extend(found if task is None else (t for t in found if t.name == task))
         problems.extend(more)
-    tasks.sort(key=lambda t: t.span.start_ns)
+    tasks.sort(key=start_order)
     return tasks, problems
 
 
@@ -492,12 +493,13 @@ def _iso_ns(text: str) -> int:
 
 def check_traces(traces: Iterable[list[StoredSpan]],
                  problems: list[str]) -> Iterator[list[StoredSpan]]:
-    """Each trace, its clock skew corrected and its orphaned LLM calls and tools stated
-    (appended to ``problems``)."""
+    """Each trace, its clock skew between services corrected and stated (appended to
+    ``problems``).  LLM calls and tools in no task are stated by the task tree
+    (``budget._tree.assemble``), which walks every span's ancestry anyway."""
     for spans in traces:
-        if len({s.service for s in spans}) > 1:
+        service = spans[0].service if spans else ""
+        if any(s.service != service for s in spans):
             _adjust_clock_skew(spans, problems)
-        _report_orphans(spans, problems)
         yield spans
 
 
@@ -534,24 +536,3 @@ def _adjust_clock_skew(spans: list[StoredSpan], problems: list[str]) -> None:
             span.start_ns += shift
             span.end_ns += shift
         stack.extend((child, shift) for child in children.get(span.span_id, ()))
-
-
-def _report_orphans(spans: list[StoredSpan], problems: list[str]) -> None:
-    """State the LLM calls and tools of a trace that no task span encloses."""
-    by_id = {s.span_id: s for s in spans}
-    orphans = 0
-    for span in spans:
-        if semconv.LLM_CLIENT not in span.attributes and \
-                semconv.COMPONENT not in span.attributes:
-            continue
-        parent, steps = by_id.get(span.parent_id), 0
-        while parent is not None and semconv.TASK_NAME not in parent.attributes \
-                and steps < 10_000:
-            parent, steps = by_id.get(parent.parent_id), steps + 1
-        if parent is None:
-            orphans += 1
-    if orphans:
-        problems.append(
-            f"trace {spans[0].trace_id}: {orphans} LLM call or tool span(s) in no task: "
-            "the task span is missing (the process died before it ended, or the backend "
-            "dropped it); they are in no budget")

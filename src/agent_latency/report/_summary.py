@@ -7,8 +7,9 @@ The ``--json`` object (``schema`` 1) is documented in ``docs/report.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
-import itertools
+from array import array
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -70,15 +71,21 @@ def _rate(attributes: Mapping[str, Any], recorded: str, tokens: int,
     return None
 
 
+def _figures() -> array[float]:
+    """A column of figures: 8 bytes each (a list of floats takes 32), and a worker's pickles
+    as one block of bytes (``report/_parallel.py``)."""
+    return array("d")
+
+
 class _Group:
     """The figures of one group of tasks (one name, or all)."""
 
     __slots__ = ("components", "first_token", "wall")
 
     def __init__(self) -> None:
-        self.wall: list[float] = []
-        self.components: dict[str, list[float]] = {c: [] for c in COMPONENTS}
-        self.first_token: list[float] = []
+        self.wall = _figures()
+        self.components = {c: _figures() for c in COMPONENTS}
+        self.first_token = _figures()
 
     def add(self, task: TaskNode, first_tokens: list[float]) -> None:
         budget = task.budget
@@ -87,6 +94,12 @@ class _Group:
         for c in COMPONENTS:
             self.components[c].append(budget.shares[c])
         self.first_token.extend(first_tokens)
+
+    def merge(self, other: _Group) -> None:
+        self.wall.extend(other.wall)
+        for c in COMPONENTS:
+            self.components[c].extend(other.components[c])
+        self.first_token.extend(other.first_token)
 
     def to_json(self) -> dict[str, Any]:
         return {"count": len(self.wall), WALL: summarize(self.wall),
@@ -100,9 +113,9 @@ class _Model:
     __slots__ = ("first_token", "input_tokens", "output_tokens", "output_tps", "prefill_tps")
 
     def __init__(self) -> None:
-        self.first_token: list[float] = []
-        self.output_tps: list[float] = []
-        self.prefill_tps: list[float] = []
+        self.first_token = _figures()
+        self.output_tps = _figures()
+        self.prefill_tps = _figures()
         self.output_tokens = 0
         self.input_tokens = 0
 
@@ -116,6 +129,13 @@ class _Model:
         self.output_tokens += call.output_tokens
         self.input_tokens += call.input_tokens
 
+    def merge(self, other: _Model) -> None:
+        self.first_token.extend(other.first_token)
+        self.output_tps.extend(other.output_tps)
+        self.prefill_tps.extend(other.prefill_tps)
+        self.output_tokens += other.output_tokens
+        self.input_tokens += other.input_tokens
+
     def to_json(self, calls: int) -> dict[str, Any]:
         return {"calls": calls, FIRST_TOKEN: summarize(self.first_token),
                 "output_tokens_per_second": summarize(self.output_tps),
@@ -124,24 +144,57 @@ class _Model:
 
 
 class _Slowest:
-    """The ``n`` largest items by a key, kept in a bounded heap."""
+    """The ``n`` largest items by a key, kept in a bounded heap; equal keys are ranked by
+    a tie-break (the item's ids), so the list does not depend on the order items came in
+    (a read in parts gives what one read gives)."""
 
     __slots__ = ("_heap", "_n", "_seq")
 
     def __init__(self, n: int) -> None:
         self._n = n
-        self._heap: list[tuple[float, int, Any]] = []
-        self._seq = itertools.count()
+        # (key, tie-break reversed, sequence, item): the root is the one to drop first.
+        self._heap: list[tuple[float, _Later, int, Any]] = []
+        self._seq = 0
 
-    def add(self, key: float, item: Any) -> None:
-        entry = (key, next(self._seq), item)
+    def add(self, key: float, item: Any, tie: str) -> None:
+        """Offer ``item``; of equal keys, the smaller ``tie`` ranks first."""
+        self._seq += 1
+        entry = (key, _Later(tie), self._seq, item)
         if len(self._heap) < self._n:
             heapq.heappush(self._heap, entry)
-        elif self._n and key > self._heap[0][0]:
+        elif self._n and entry > self._heap[0]:
             heapq.heapreplace(self._heap, entry)
 
     def items(self) -> list[Any]:
-        return [item for _, _, item in sorted(self._heap, key=lambda e: (-e[0], e[1]))]
+        return [item for _, _, item in self.ranked()]
+
+    def ranked(self) -> list[tuple[float, str, Any]]:
+        """``(key, tie-break, item)``, first ranked first."""
+        return [(key, tie.text, item) for key, tie, _, item in sorted(self._heap, reverse=True)]
+
+    def merge(self, other: _Slowest) -> None:
+        for key, tie, item in other.ranked():
+            self.add(key, item, tie)
+
+
+class _Later:
+    """A tie-break that sorts backwards: in the heap, the larger text is dropped first."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __lt__(self, other: _Later) -> bool:
+        return self.text > other.text
+
+    def __gt__(self, other: _Later) -> bool:
+        return self.text < other.text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Later) and self.text == other.text
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class Summary:
@@ -160,7 +213,8 @@ class Summary:
         self._slow_calls = _Slowest(slowest)
         self._slow_tools = _Slowest(slowest)
         self.keep_tasks = keep_tasks
-        #: The tasks added, when ``keep_tasks`` (for per-task detail and ``--json``).
+        #: The tasks added, when ``keep_tasks`` (for per-task detail and ``--json``), with
+        #: their spans' attributes dropped.
         self.tasks: list[TaskNode] = []
         self.first_start_ns: int | None = None
         self.last_end_ns: int | None = None
@@ -171,8 +225,9 @@ class Summary:
         return len(self._all.wall)
 
     def add(self, task: TaskNode, calls: list[CallRecord],
-            tools: list[tuple[str, float, str]]) -> None:
-        """One task with its own LLM calls and outermost tools (``(name, s, trace id)``)."""
+            tools: list[tuple[str, float, str, str]]) -> None:
+        """One task with its own LLM calls and outermost tools (``(name, s, trace id,
+        span id)``)."""
         first_tokens = [c.first_token for c in calls if c.first_token is not None]
         self._all.add(task, first_tokens)
         group = self._by_name.get(task.name)
@@ -185,19 +240,45 @@ class Summary:
                 model = self._by_model[call.model] = _Model()
             model.add(call)
             self._calls_per_model[call.model] = self._calls_per_model.get(call.model, 0) + 1
-            self._slow_calls.add(call.duration, call)
-        for name, seconds, trace_id in tools:
+            self._slow_calls.add(call.duration, call, call.trace_id + call.span_id)
+        for name, seconds, trace_id, span_id in tools:
             self._slow_tools.add(seconds, {"tool": name, "task": task.name,
-                                           "duration": seconds, "trace_id": trace_id})
+                                           "duration": seconds, "trace_id": trace_id},
+                                 trace_id + span_id)
         assert task.budget is not None  # noqa: S101 - summarized tasks have budgets
-        self._slow_tasks.add(task.budget.wall, task_json(task))
+        span = task.span
+        # Its JSON made only if printed.
+        self._slow_tasks.add(task.budget.wall, task, span.trace_id + span.span_id)
         span = task.span
         if self.first_start_ns is None or span.start_ns < self.first_start_ns:
             self.first_start_ns = span.start_ns
         if self.last_end_ns is None or span.end_ns > self.last_end_ns:
             self.last_end_ns = span.end_ns
         if self.keep_tasks:
+            # Kept for their figures: the span's attributes (the budget the process
+            # recorded, most of a task's memory) are not needed any more.
+            task.span = dataclasses.replace(span, attributes={})
+            task.counts = task.budget.counts
             self.tasks.append(task)
+
+    def merge(self, other: Summary) -> None:
+        """Add the tasks ``other`` gathered (a part of the same read, in order after
+        this one's)."""
+        self._all.merge(other._all)
+        for name, group in other._by_name.items():
+            self._by_name.setdefault(name, _Group()).merge(group)
+        for name, model in other._by_model.items():
+            self._by_model.setdefault(name, _Model()).merge(model)
+            self._calls_per_model[name] = self._calls_per_model.get(name, 0) + \
+                other._calls_per_model[name]
+        self._slow_tasks.merge(other._slow_tasks)
+        self._slow_calls.merge(other._slow_calls)
+        self._slow_tools.merge(other._slow_tools)
+        starts = [t for t in (self.first_start_ns, other.first_start_ns) if t is not None]
+        ends = [t for t in (self.last_end_ns, other.last_end_ns) if t is not None]
+        self.first_start_ns = min(starts) if starts else None
+        self.last_end_ns = max(ends) if ends else None
+        self.tasks.extend(other.tasks)
 
     def to_json(self) -> dict[str, Any]:
         """The ``summary`` member of the ``--json`` object."""
@@ -207,11 +288,18 @@ class Summary:
             "by_model": {name: m.to_json(self._calls_per_model[name])
                          for name, m in sorted(self._by_model.items())},
             "slowest": {
-                "tasks": self._slow_tasks.items(),
+                "tasks": [task_json(t) for t in self._slow_tasks.items()],
                 "llm_calls": [c.to_json() for c in self._slow_calls.items()],
                 "tools": self._slow_tools.items(),
             },
         }
+
+
+def start_order(task: TaskNode) -> tuple[int, str, str]:
+    """Tasks' order in the report: by start, ties by trace and span id (whatever order
+    the traces were read in)."""
+    span = task.span
+    return span.start_ns, span.trace_id, span.span_id
 
 
 def task_json(task: TaskNode) -> dict[str, Any]:
