@@ -25,8 +25,8 @@ from agent_latency import semconv
 from agent_latency.budget import COMPONENTS
 from agent_latency.report._read import TraceFileError
 from agent_latency.report._sources import _jaeger_spans, check_traces, load_source
-from agent_latency.report._tasks import find_tasks
 from agent_latency.report._stats import summarize
+from agent_latency.report._tasks import find_tasks
 
 HERE = Path(__file__).parent
 RECORDER = HERE / "record_formats.py"

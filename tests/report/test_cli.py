@@ -299,7 +299,7 @@ class TestStatedNotes:
         result = cli("report", str(path))
         assert result.returncode == 0, result.stderr
         assert "in no task" in result.stderr and len(result.stderr.splitlines()) == 1
-        assert result.stdout.startswith("1 tasks")
+        assert result.stdout.startswith("1 task (1 name)")
         result = cli("whatif", "--tool-speedup", "2", str(path))
         assert result.returncode == 0, result.stderr
         assert "in no task" in result.stderr and result.stdout.startswith("task t:")

@@ -210,12 +210,14 @@ def _run(work: Callable[[int], Any], parts: int, progress: Progress) -> list[Any
         pending = pool.map_async(work, range(parts), chunksize=1)
         read = _job.progress if _job is not None else None
         fed = sum(read) if read is not None else 0
-        while not pending.ready():
+        while read is not None:
+            finished = pending.ready()
+            done = sum(read)
+            progress.add(done - fed)
+            fed = done
+            if finished:
+                break
             pending.wait(0.1)
-            if read is not None:
-                done = sum(read)
-                progress.add(done - fed)
-                fed = done
         return pending.get()
 
 

@@ -131,8 +131,7 @@ def render_summary(summary: Any, source: str, filters: str = "",
     span = ""
     if summary.first_start_ns is not None and summary.last_end_ns is not None:
         span = f", {iso_time(summary.first_start_ns)} to {iso_time(summary.last_end_ns)}"
-    plural = "" if len(names) == 1 else "s"
-    print(f"{summary.count:,} tasks ({len(names):,} name{plural}) from {source}"
+    print(f"{_count(summary.count, 'task')} ({_count(len(names), 'name')}) from {source}"
           + (f" {filters}" if filters else "") + span, file=out)
     print("\nwall time and its components (s) per task; first token (s) per LLM call",
           file=out)
@@ -140,7 +139,7 @@ def render_summary(summary: Any, source: str, filters: str = "",
     groups = [("all tasks", data["all"]), *names.items()] if len(names) > 1 else list(
         names.items())
     for title, group in groups:
-        print(f"\n{title} ({group['count']:,} tasks)", file=out)
+        print(f"\n{title} ({_count(group['count'], 'task')})", file=out)
         print(header, file=out)
         rows = [("wall", group["wall"])] + [
             (LABELS[c], group["components"][c]) for c in COMPONENTS] + [
@@ -176,3 +175,8 @@ def render_summary(summary: Any, source: str, filters: str = "",
             print(f"  {_s(t['duration']):>8} s  {t['tool'][:30]:<30} task {t['task'][:20]}  "
                   f"trace {t['trace_id']}", file=out)
     print(file=out)
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 task``, ``12 tasks``."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
