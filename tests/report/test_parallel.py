@@ -4,7 +4,9 @@ process gives."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -240,3 +242,48 @@ class TestProgress:
         monkeypatch.setenv(WORKERS, str(workers))
         summarize_sources([path], progress=Counting(path.stat().st_size, enabled=True))
         assert sum(fed) == 2 * path.stat().st_size
+
+
+class TestWorkerFailure:
+    """A worker that dies or fails costs time, never the report; Ctrl-C stops them all."""
+
+    def _dying(self, monkeypatch, how):
+        real = parallel._summarize_part
+
+        def part(number: int):
+            if number == 1:
+                how()
+            return real(number)
+
+        # Workers are forked: they run the patched function.
+        monkeypatch.setattr(parallel, "_summarize_part", part)
+
+    @pytest.mark.parametrize(("how", "said"), [
+        (lambda: os.kill(os.getpid(), signal.SIGKILL), "worker 1 ended with exit status -9"),
+        (lambda: 1 / 0, "ZeroDivisionError: division by zero"),
+    ], ids=["killed", "fault"])
+    def test_read_again_in_one_process(self, tmp_path, monkeypatch, how, said):
+        path = tmp_path / "t.jsonl"
+        write_stream([path], 40, malformed=(7,))
+        one, problems_one, notes_one = _read([path], 1, monkeypatch)
+        self._dying(monkeypatch, how)
+        doc, problems, notes = _read([path], 3, monkeypatch)
+        assert doc == one and problems == problems_one
+        assert notes == [f"reading in parts failed: {said}; read again in one process",
+                         *notes_one]
+        assert multiprocessing.active_children() == []
+
+    def test_ctrl_c_stops_every_worker(self, tmp_path, monkeypatch):
+        path = tmp_path / "t.jsonl"
+        write_stream([path], 40)
+
+        class Interrupted(Progress):
+            __slots__ = ()
+
+            def add(self, size: int) -> None:
+                raise KeyboardInterrupt
+
+        monkeypatch.setenv(WORKERS, "3")
+        with pytest.raises(KeyboardInterrupt):
+            summarize_sources([path], progress=Interrupted(path.stat().st_size, enabled=True))
+        assert multiprocessing.active_children() == []

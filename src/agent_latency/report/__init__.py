@@ -38,7 +38,7 @@ from ._cli import (
     source_paths,
     total_size,
 )
-from ._parallel import summarize_in_parts, workers_for
+from ._parallel import PartsFailed, summarize_in_parts, workers_for
 from ._read import ReadResult, StoredSpan, TraceFileError, iter_traces, read_spans
 from ._render import render_budget, render_projection, render_summary
 from ._sources import iter_sources
@@ -238,9 +238,13 @@ def summarize_sources(paths: list[Path], selection: Any = None, *, keep_going: b
         try:
             workers = workers_for(paths, size)
             if workers > 1:
-                return summarize_in_parts(paths, workers, selection, keep=BUDGET_KEYS,
-                                          keep_going=keep_going, keep_tasks=keep_tasks,
-                                          slowest=slowest, progress=progress)
+                try:
+                    return summarize_in_parts(paths, workers, selection, keep=BUDGET_KEYS,
+                                              keep_going=keep_going, keep_tasks=keep_tasks,
+                                              slowest=slowest, progress=progress)
+                except PartsFailed as exc:
+                    notes.append(f"{exc}; read again in one process")
+                    progress.restart()
             traces = iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed(),
                                   notes=notes)
             summary, warnings = summarize_traces(

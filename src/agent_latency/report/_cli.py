@@ -197,6 +197,10 @@ class Progress:
         self._bar.update(self._task, completed=self._done)
         self._bar.refresh()
 
+    def restart(self) -> None:
+        """Count from zero again (a read started over)."""
+        self._done = 0
+
     def _start(self) -> bool:
         try:
             from rich.console import Console

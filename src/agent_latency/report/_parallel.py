@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
-import sys
+import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -204,21 +205,67 @@ def _number_parts(starts: list[Cut], scans: list[Scan]) -> tuple[list[Cut], Scan
     return numbered, Scan(first, last, lines)
 
 
+class PartsFailed(RuntimeError):
+    """A worker ended without its result (killed, out of memory, a fault of ours): the
+    caller reads again in one process."""
+
+
 def _run(work: Callable[[int], Any], parts: int, progress: Progress) -> list[Any]:
-    """``work(k)`` for each part, each in a forked worker; the progress bar fed meanwhile."""
-    with multiprocessing.get_context("fork").Pool(parts) as pool:
-        pending = pool.map_async(work, range(parts), chunksize=1)
-        read = _job.progress if _job is not None else None
-        fed = sum(read) if read is not None else 0
-        while read is not None:
-            finished = pending.ready()
-            done = sum(read)
-            progress.add(done - fed)
-            fed = done
-            if finished:
-                break
-            pending.wait(0.1)
-        return pending.get()
+    """``work(k)`` for each part, each in a forked worker, the progress bar fed meanwhile.
+
+    Plain processes and pipes, not a pool: a pool waits forever for a worker that was
+    killed; here its pipe closes and :class:`PartsFailed` says which.  Workers ignore
+    Ctrl-C: the main process gets it and stops them.
+    """
+    context = multiprocessing.get_context("fork")
+    children: list[tuple[Any, Any]] = []
+    read = _job.progress if _job is not None else None
+    fed = sum(read) if read is not None else 0  # before any worker counts
+    try:
+        for number in range(parts):
+            receive, send = context.Pipe(duplex=False)
+            child = context.Process(target=_child, args=(work, number, send), daemon=True,
+                                    name=f"agent-latency-report-{number}")
+            child.start()
+            send.close()
+            children.append((child, receive))
+        results: list[Any] = [None] * parts
+        waiting: dict[Any, int] = {pipe: number for number, (_, pipe) in enumerate(children)}
+        while waiting:
+            for ready in multiprocessing.connection.wait(list(waiting), timeout=0.1):
+                number = waiting.pop(ready)
+                try:
+                    outcome, value = children[number][1].recv()
+                except (EOFError, OSError):
+                    child = children[number][0]
+                    child.join(5)
+                    raise PartsFailed(f"reading in parts failed: worker {number} ended "
+                                      f"with exit status {child.exitcode}") from None
+                if outcome == "fault":
+                    raise PartsFailed(f"reading in parts failed: {value}")
+                results[number] = value
+            if read is not None:
+                done = sum(read)
+                progress.add(done - fed)
+                fed = done
+        return results
+    finally:
+        for child, receive in children:
+            if child.is_alive():
+                child.terminate()
+            child.join()
+            receive.close()
+
+
+def _child(work: Callable[[int], Any], number: int, send: Any) -> None:
+    """A worker's body: ``work(number)`` sent back, or the fault that stopped it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        result = ("ok", work(number))
+    except Exception as exc:  # noqa: BLE001 - reported to the main process, which reads again
+        result = ("fault", f"{type(exc).__name__}: {exc}")
+    send.send(result)
+    send.close()
 
 
 def _scan_part(number: int) -> Scan:
@@ -260,7 +307,5 @@ def _summarize_part(number: int) -> _Part:
             keep_going=job.keep_going, keep_tasks=job.keep_tasks, slowest=job.slowest)
     except (BadInput, TraceFileError) as exc:
         part.error = exc
-    except KeyboardInterrupt:  # the parent has it too and ends the pool
-        sys.exit(130)
     part.documents_read = reader.documents_read
     return part
