@@ -87,6 +87,14 @@ def _read(paths: list[Path], workers: int, monkeypatch: pytest.MonkeyPatch,
     return doc, problems, notes
 
 
+@pytest.fixture(autouse=True)
+def no_other_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads here in parts even when earlier tests in this process left idle threads
+    behind (exporters' batch threads, servers): the workers only read files, so those
+    threads' locks are never needed in them.  ``TestWhenInParts`` tests the check itself."""
+    monkeypatch.setattr(parallel, "_other_threads", lambda: False)
+
+
 @pytest.fixture
 def in_parts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the reads done in parts (so a test knows it did not fall back)."""
@@ -202,6 +210,7 @@ class TestWhenInParts:
 
     def test_one_process_while_other_threads_run(self, tmp_path, monkeypatch):
         """A fork copies locks other threads may hold: never fork then."""
+        monkeypatch.undo()  # the real check, not no_other_threads'
         monkeypatch.setenv(WORKERS, "4")
         path = tmp_path / "t.jsonl"
         write_stream([path], 5)

@@ -84,9 +84,14 @@ def workers_for(paths: list[Any], total_bytes: int) -> int:
             return 1
         wanted = min(_cpus(), MAX_WORKERS)
     if (wanted < 2 or "fork" not in multiprocessing.get_all_start_methods()
-            or threading.active_count() > 1 or not _plain_json_lines(paths)):
+            or _other_threads() or not _plain_json_lines(paths)):
         return 1
     return wanted
+
+
+def _other_threads() -> bool:
+    """Whether a thread besides this one runs (a fork would copy the locks it holds)."""
+    return threading.active_count() > 1
 
 
 def _cpus() -> int:
