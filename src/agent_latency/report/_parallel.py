@@ -32,7 +32,15 @@ from typing import Any
 
 from .._env import env_int
 from ._cli import BadInput, Progress
-from ._read import Cut, Scan, StoredSpan, TraceFileError, _Reader, complete_traces
+from ._read import (
+    Cut,
+    Scan,
+    StoredSpan,
+    TraceFileError,
+    _Reader,
+    check_found_any,
+    complete_traces,
+)
 from ._sources import FILE_FORMATS, _sniff, check_traces, is_backend
 from ._summary import Summary, start_order
 
@@ -157,9 +165,7 @@ def summarize_in_parts(paths: list[Path], workers: int, selection: Any, *, keep:
         warnings += part.warnings
         for trace_id, spans in part.crossing.items():
             crossing.setdefault(trace_id, []).extend(spans)
-    if not sum(part.documents_read for part in results) and problems:
-        names = ", ".join(str(p) for p in paths)
-        raise TraceFileError(f"{names}: no OTLP/JSON spans found ({problems[0]})")
+    check_found_any(paths, sum(part.documents_read for part in results), problems)
     for part in results:
         if part.error is not None:
             raise part.error

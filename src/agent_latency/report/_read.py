@@ -354,9 +354,15 @@ class _Reader:
 
     def check_found_any(self) -> None:
         """Raise when every non-empty line was unreadable."""
-        if not self.documents_read and self.problems:
-            names = ", ".join(str(p) for p in self._paths)
-            raise TraceFileError(f"{names}: no OTLP/JSON spans found ({self.problems[0]})")
+        check_found_any(self._paths, self.documents_read, self.problems)
+
+
+def check_found_any(paths: Iterable[Any], documents_read: int, problems: list[str]) -> None:
+    """Raise :class:`TraceFileError` when no document of ``paths`` could be read and there
+    were problems (every non-empty line unreadable)."""
+    if not documents_read and problems:
+        names = ", ".join(str(p) for p in paths)
+        raise TraceFileError(f"{names}: no OTLP/JSON spans found ({problems[0]})")
 
 
 def _size(path: Path) -> int:
