@@ -109,19 +109,59 @@ def _finish_worker() -> None:
     flush_provider()
 
 
-def _flush_on_sigterm() -> None:
-    """``Pool`` ends its workers with ``SIGTERM``: a worker left at the default action
-    ends its tasks, flushes (bounded), then dies of the signal all the same."""
+def _flush_when_idle(process: Any) -> None:
+    """A ``Pool`` worker flushes the spans it has queued before it sends a task's result, so
+    they are out before ``map()`` returns, and before it waits for more work when none is
+    waiting.  ``Pool.terminate()``, the end of a ``with Pool`` block, kills idle workers with
+    ``SIGTERM``, so what they recorded must be out by then.  The cost is one flush per task
+    that recorded spans (bounded by ``AGENT_LATENCY_EXIT_TIMEOUT``): an export to the local
+    file takes about a millisecond; agent tasks take seconds.
+
+    This is not a ``SIGTERM`` handler, which an earlier version installed. A Python-level
+    handler only runs when the main thread gets back to the interpreter. A worker blocked on
+    the task queue's lock misses a signal that lands between CPython's check for signals and
+    its wait. It then never dies, and ``terminate()`` waits for it forever (about once in 60
+    runs on a loaded machine, ``tests/reliability/test_fork.py``).  Without a handler,
+    ``SIGTERM`` kills, as it would without us.
+    """
     try:
         if FAULTS:
-            fault("fork.worker_sigterm")
-        import signal
+            fault("fork.pool_idle")
+        target = getattr(process, "_target", None)
+        if (getattr(target, "__module__", None) != "multiprocessing.pool"
+                or getattr(target, "__name__", None) != "worker"):
+            return
+        tasks, results = process._args[0], process._args[1]  # worker(inqueue, outqueue, …)
+        wait, send, waiting = tasks.get, results.put, tasks._reader.poll
 
-        process = sys.modules.get("agent_latency._process")
-        if process is not None and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, process._on_signal)
+        def flush_queued(only_if_idle: bool) -> None:
+            try:
+                if not (only_if_idle and waiting()) and _spans_queued():
+                    flush_provider()
+            except Exception:  # noqa: BLE001
+                internal_error("fork.pool_idle")
+
+        def put(result: Any) -> None:
+            flush_queued(False)
+            send(result)
+
+        def get() -> Any:
+            flush_queued(True)
+            return wait()
+
+        # The worker looks both up once it starts, after this.
+        results.put = put
+        tasks.get = get
     except Exception:  # noqa: BLE001
-        internal_error("fork.worker_sigterm")
+        internal_error("fork.pool_idle")
+
+
+def _spans_queued() -> bool:
+    from opentelemetry import trace
+
+    from ._sdk import batch_processors, batch_queue
+
+    return any(batch_queue(batch) for batch in batch_processors(trace.get_tracer_provider()))
 
 
 def _wrap_bootstrap() -> None:
@@ -135,7 +175,7 @@ def _wrap_bootstrap() -> None:
         return
 
     def _bootstrap(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _flush_on_sigterm()
+        _flush_when_idle(self)
         try:
             return original(self, *args, **kwargs)
         finally:
