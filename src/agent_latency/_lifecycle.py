@@ -134,19 +134,19 @@ def _flush_when_idle(process: Any) -> None:
         tasks, results = process._args[0], process._args[1]  # worker(inqueue, outqueue, …)
         wait, send, waiting = tasks.get, results.put, tasks._reader.poll
 
-        def flush_queued(only_if_idle: bool) -> None:
+        def flush_queued(unless_work_waits: bool = False) -> None:
             try:
-                if not (only_if_idle and waiting()) and _spans_queued():
+                if not (unless_work_waits and waiting()) and _spans_queued():
                     flush_provider()
             except Exception:  # noqa: BLE001
                 internal_error("fork.pool_idle")
 
         def put(result: Any) -> None:
-            flush_queued(False)
+            flush_queued()
             send(result)
 
         def get() -> Any:
-            flush_queued(True)
+            flush_queued(unless_work_waits=True)
             return wait()
 
         # The worker looks both up once it starts, after this.

@@ -19,7 +19,6 @@ or ``0``: one per CPU, at most ``MAX_WORKERS``, for files of ``MIN_BYTES`` or mo
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -40,8 +39,9 @@ from ._read import (
     _Reader,
     check_found_any,
     complete_traces,
+    not_json,
 )
-from ._sources import FILE_FORMATS, _sniff, check_traces, is_backend
+from ._sources import _sniff, check_traces
 from ._summary import Summary, start_order
 
 #: Below this many bytes in all, one process (starting workers costs more than it saves).
@@ -111,23 +111,18 @@ def _cpus() -> int:
 
 def _plain_json_lines(paths: list[Any]) -> bool:
     """Whether every path is a local OTLP/JSON lines file whose first line is a document of
-    its own (else the one-process reader decides: a pretty-printed document, a directory,
-    protobuf, a backend)."""
+    its own (else the one-process reader decides: a pretty-printed document, protobuf, a
+    backend URL, which source_paths passes on as a string)."""
     for path in paths:
-        if (not isinstance(path, Path) or is_backend(path)
-                or str(path).startswith(tuple(f + ":" for f in FILE_FORMATS))
-                or not path.is_file()):
+        if not isinstance(path, Path) or not path.is_file():
             return False
         try:
             if _sniff(path) != "otlp-json":
                 return False
             with path.open("rb") as f:
-                first = f.readline()
+                if not_json(f.readline()):
+                    return False
         except (OSError, TraceFileError):
-            return False
-        try:
-            json.loads(first)
-        except (ValueError, RecursionError):
             return False
     return True
 

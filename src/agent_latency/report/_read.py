@@ -289,7 +289,7 @@ class _Reader:
                 first_two.append(item)
                 if len(first_two) == 2:
                     break
-        if first_two and all(_not_json(item[3]) for item in first_two) and first_two[
+        if first_two and all(not_json(item[3]) for item in first_two) and first_two[
                 0][3].lstrip().startswith(b"{"):
             whole = self._whole_document(first_two[0][1])
             if whole is not None:
@@ -365,13 +365,6 @@ def check_found_any(paths: Iterable[Any], documents_read: int, problems: list[st
         raise TraceFileError(f"{names}: no OTLP/JSON spans found ({problems[0]})")
 
 
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0  # opening it says why
-
-
 def _text(trace_id: bytes) -> str:
     return trace_id.decode("ascii", "replace")
 
@@ -381,7 +374,8 @@ def _chain(first: list[Any], rest: Iterator[Any]) -> Iterator[Any]:
     yield from rest
 
 
-def _not_json(line: bytes) -> bool:
+def not_json(line: bytes) -> bool:
+    """Whether ``line`` is not one JSON document on its own."""
     try:
         json.loads(line)
     except (ValueError, RecursionError):

@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from ._read import AttributeFilter, StoredSpan, TraceFileError, _spans_of, iter_traces
-
-__all__ = ["TraceFileError", "is_backend", "iter_source", "load_source", "check_traces"]
 from ._summary import start_order
 from ._tasks import StoredTask, find_tasks
+
+__all__ = ["TraceFileError", "is_backend", "iter_source", "load_source", "check_traces"]
 
 BACKEND_SCHEMES = ("jaeger", "tempo", "phoenix")
 FILE_FORMATS = ("otlp-json", "otlp-proto", "collector-proto")
