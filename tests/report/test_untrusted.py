@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,11 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _clean(result) -> None:
-    """No traceback, and nothing but text on either stream."""
+    """No traceback, and nothing but text on either stream (rich's own colours aside, with
+    FORCE_COLOR)."""
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     for stream in (result.stdout, result.stderr):
+        stream = re.sub("\x1b\\[[0-9;]*m", "", stream)
         assert "\x1b" not in stream and "\x9b" not in stream and "\x07" not in stream, stream
         assert "\u202e" not in stream and "\u2066" not in stream, stream
 
