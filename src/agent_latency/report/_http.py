@@ -102,10 +102,13 @@ def _get_once(url: str, headers: dict[str, str], deadline: float,
                                  timeout=max(deadline - time.monotonic(), 0.001))
     cut = _Deadline()
     # Armed before connecting: a TLS handshake that trickles is cut too (the plain socket
-    # is ``connection.sock`` until the handshake ends).
-    cut.arm(lambda: connection.sock, deadline)
+    # is ``connection.sock`` until the handshake ends).  Once a response that closes the
+    # connection begins, http.client forgets ``connection.sock``: the socket is kept here.
+    connected: list[socket.socket] = []
+    cut.arm(lambda: connection.sock or (connected[0] if connected else None), deadline)
     try:
         connection.connect()
+        connected.append(connection.sock)
         connection.request("GET", target, headers={"Accept": "application/json", **headers})
         response = connection.getresponse()
         if response.status in _REDIRECTS:
