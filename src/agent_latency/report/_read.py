@@ -340,6 +340,8 @@ class _Reader:
             self.problems.append(f"{where}: nested too deeply; skipped")
         except UnicodeDecodeError:
             self.problems.append(f"{where}: not UTF-8; line skipped")
+        except ValueError as exc:  # a number json cannot hold (an integer of 5,000 digits)
+            self.problems.append(f"{where}: unreadable JSON ({exc}); line skipped")
         return None
 
     def _spans(self, doc: Any, where: str, path: Path, at: str = "") -> list[StoredSpan] | None:
