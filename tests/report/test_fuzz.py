@@ -36,7 +36,7 @@ BASE = 1_700_000_000 * 10**9
 numbers = st.one_of(
     st.integers(min_value=BASE, max_value=BASE + 10**10),  # sane times
     st.integers(min_value=-(2**70), max_value=2**140),
-    st.sampled_from([0, -1, 10**40, 2**63, 2**64, -(2**63)]),
+    st.sampled_from([0, -1, 10**40, 2**63, 2**64, -(2**63), 10**400, -(10**400)]),
     st.floats(allow_nan=True, allow_infinity=True),
 )
 # A number as OTLP/JSON writes it (a string), as a JSON number, or something else.
@@ -86,7 +86,63 @@ def sane_times(span: dict[str, Any], start: int) -> dict[str, Any]:
             "endTimeUnixNano": str(BASE + start + 10**9)}
 
 
-documents = st.lists(
+# Well-formed AnyValues (a malformed one would make the whole line unreadable, and the
+# budget code would never see the rest) holding any number or string.
+budget_values = st.one_of(
+    st.floats().map(lambda f: {"doubleValue": f}),
+    numbers.map(lambda n: {"intValue": str(int(n)) if n == n and abs(n) != float("inf")
+                           else "0"}),
+    st.integers(min_value=-(2**80), max_value=2**80).map(lambda n: {"intValue": n}),
+    hostile_text.map(lambda t: {"stringValue": t}),
+    st.booleans().map(lambda b: {"boolValue": b}),
+)
+
+
+@st.composite
+def task_trees(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A task with an LLM call and a tool (parents right, times sane), every budget
+    attribute's value drawn from hostile strings and numbers: what reaches the budget
+    code, the summary and the what-if."""
+    trace = draw(st.sampled_from(["ab" * 16, "cd" * 16]))
+    start = BASE + draw(st.integers(0, 10**12))
+
+    def attrs(keys: tuple[str, ...], fixed: dict[str, Any]) -> list[dict[str, Any]]:
+        drawn = {k: draw(budget_values) for k in keys if draw(st.booleans())}
+        return [{"key": k, "value": v} for k, v in {**drawn, **fixed}.items()]
+
+    def one(span_id: int, parent: int | None, keys: tuple[str, ...],
+            fixed: dict[str, Any], begin: int, end: int) -> dict[str, Any]:
+        out = {"traceId": trace, "spanId": f"{span_id:016x}", "name": draw(hostile_text),
+               "startTimeUnixNano": str(begin), "endTimeUnixNano": str(end),
+               "attributes": attrs(keys, fixed)}
+        if parent is not None:
+            out["parentSpanId"] = f"{parent:016x}"
+        return out
+
+    llm_keys = (*(attr for attr, _, _ in semconv.LLM_PHASES), semconv.LLM_TTFT,
+                semconv.GEN_AI_USAGE_INPUT_TOKENS, semconv.GEN_AI_USAGE_OUTPUT_TOKENS,
+                semconv.LLM_OUTPUT_TOKENS_PER_SECOND, semconv.LLM_PREFILL_TOKENS_PER_SECOND,
+                semconv.GEN_AI_REQUEST_MODEL)
+    task_keys = (semconv.BUDGET_WALL, semconv.budget_share("other"), semconv.PROCESS_TASK,
+                 semconv.budget_count("llm_calls"))
+    name = {"stringValue": draw(hostile_text)}
+    return [
+        one(1, None, task_keys, {semconv.TASK_NAME: name}, start, start + 10**9),
+        one(2, 1, llm_keys, {semconv.LLM_CLIENT: {"doubleValue": 0.001}}, start,
+            start + 4 * 10**8),
+        one(3, 1, (semconv.GEN_AI_TOOL_NAME,), {semconv.COMPONENT: draw(st.sampled_from(
+            [{"stringValue": c} for c in COMPONENT_VALUES]))}, start + 5 * 10**8,
+            start + 9 * 10**8),
+        one(4, 3, (semconv.GEN_AI_TOOL_NAME,), {semconv.COMPONENT: {
+            "stringValue": "tool_execution"}}, start + 6 * 10**8, start + 7 * 10**8),
+    ]
+
+
+structured_documents = st.lists(task_trees(), min_size=1, max_size=4).map(
+    lambda trees: {"resourceSpans": [{"scopeSpans": [{"spans": [s for t in trees
+                                                                for s in t]}]}]})
+
+loose_documents = st.lists(
     st.tuples(spans, st.booleans(), st.integers(0, 10**9)).map(
         lambda t: sane_times(t[0], t[2]) if t[1] else t[0]),
     min_size=1, max_size=8).flatmap(lambda ss: st.one_of(
@@ -98,6 +154,7 @@ documents = st.lists(
         st.just({"resourceSpans": {"scopeSpans": ss}}),  # the wrong shape
         st.just([ss]),
     ))
+documents = st.one_of(structured_documents, loose_documents)
 
 # Every stderr line: the command's name, then one line of text (no control characters but
 # none is left: safe_text escapes them).

@@ -157,7 +157,8 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
         except UnknownComponentError as exc:
             problems.append(f"span {span.name!r}: {exc}; counted as other")
             kind = "other"
-        except (TypeError, ValueError) as exc:  # a stored attribute of the wrong type
+        # A stored attribute of the wrong type, or a number no float holds (inf, 10^400).
+        except (TypeError, ValueError, ArithmeticError) as exc:
             problems.append(f"span {span.name!r}: unusable budget attributes ({exc}); "
                             "counted as other")
             owner.add([Interval(span.start_ns, max(span.end_ns, span.start_ns), "other")])

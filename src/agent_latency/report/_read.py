@@ -455,8 +455,17 @@ def _value(value: dict[str, Any]) -> Any:
     return None
 
 
+def int64(raw: Any) -> int:
+    """An OTLP ``intValue`` (a string or a number) as an int; one outside int64 is not one
+    (ValueError): the budget code divides by and into these."""
+    value = int(raw)
+    if not -(1 << 63) <= value < 1 << 63:
+        raise ValueError(f"{str(raw)[:30]} is not a 64-bit integer")
+    return value
+
+
 _CONVERT: dict[str, Callable[[Any], Any]] = {
-    "intValue": int,
+    "intValue": int64,
     "doubleValue": float,
     "boolValue": bool,
     "arrayValue": lambda array: [_value(v) for v in array.get("values", ())],

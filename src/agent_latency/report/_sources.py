@@ -41,7 +41,14 @@ from typing import Any
 
 from . import _http
 from ._http import Limits
-from ._read import AttributeFilter, StoredSpan, TraceFileError, _spans_of, iter_traces
+from ._read import (
+    AttributeFilter,
+    StoredSpan,
+    TraceFileError,
+    _spans_of,
+    int64,
+    iter_traces,
+)
 from ._summary import start_order
 from ._tasks import StoredTask, find_tasks
 from ._times import TimeCheck
@@ -441,7 +448,7 @@ def _jaeger_value(tag: dict[str, Any]) -> Any:
     value: Any = tag.get("value")
     kind = tag.get("type", "string")
     if kind == "int64":
-        return int(value)
+        return int64(value)
     if kind == "float64":
         return float(value)
     if kind == "bool":
@@ -547,6 +554,8 @@ def _phoenix_span(item: dict[str, Any], keep: KeepFunction | None) -> StoredSpan
     context = item["context"]
     attributes = {}
     for key, value in _flatten(item.get("attributes") or {}):
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = int64(value)
         if keep is None or keep(key, value):
             attributes[key] = value
     status = str(item.get("status_code") or "UNSET").upper()
