@@ -142,8 +142,13 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
         key = (trace_id, span.span_id)
         # The nearest task around the span, and the outermost tool span of that task
         # enclosing it (the span itself when none).
-        owner, outer = ancestry.above(span)
-        top = span if outer is None else outer
+        parent = by_id.get((trace_id, span.parent_id))
+        owner = None if parent is None else tasks.get((parent.trace_id, parent.span_id))
+        top = span
+        if parent is not None and owner is None:  # deeper: a nested tool, a phase span
+            owner, outer = _through(parent, ancestry.above(parent))
+            if outer is not None:
+                top = outer
         if key in tasks:
             tasks[key].parent = owner
             continue
