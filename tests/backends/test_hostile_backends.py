@@ -169,6 +169,9 @@ class TestSizeCap:
 
 
 DEEP = "[" * 100_000 + "]" * 100_000
+# Jaeger and Phoenix answer one route each: (source, route) per backend.
+ONE_ROUTE = {"jaeger": ("jaeger+http://{}?service=s", "/api/traces"),
+             "phoenix": ("phoenix+http://{}?project=p", "/v1/projects/p/spans")}
 
 
 class TestWrongShapes:
@@ -191,13 +194,6 @@ class TestWrongShapes:
         ("not JSON", "<html>busy</html>", "not JSON"),
         ("not UTF-8", b'{"data": "\xff\xfe"}', "not JSON"),
     )
-
-    @pytest.mark.parametrize(("answer", "words"), [c[1:] for c in JAEGER],
-                             ids=[c[0] for c in JAEGER])
-    def test_jaeger(self, server, capsys, answer, words):
-        server.routes["/api/traces"] = body(answer)
-        status, _, err = run_report(capsys, f"jaeger+http://{server.base}?service=s")
-        assert_one_line(status, err, f"http://{server.base}/api/traces", words)
 
     TEMPO = (
         ("search a list", {"/api/search": "[1]"}, "a JSON list where an object belongs"),
@@ -231,12 +227,15 @@ class TestWrongShapes:
          + "1" + "}" * 900 + "}]}", "/v1/projects/p/spans"),
     )
 
-    @pytest.mark.parametrize(("answer", "words"), [c[1:] for c in PHOENIX],
-                             ids=[c[0] for c in PHOENIX])
-    def test_phoenix(self, server, capsys, answer, words):
-        server.routes["/v1/projects/p/spans"] = body(answer)
-        status, _, err = run_report(capsys, f"phoenix+http://{server.base}?project=p")
-        assert_one_line(status, err, f"http://{server.base}/v1/projects/p/spans", words)
+    @pytest.mark.parametrize(
+        ("backend", "answer", "words"),
+        [("jaeger", *c[1:]) for c in JAEGER] + [("phoenix", *c[1:]) for c in PHOENIX],
+        ids=[f"jaeger-{c[0]}" for c in JAEGER] + [f"phoenix-{c[0]}" for c in PHOENIX])
+    def test_one_route(self, server, capsys, backend, answer, words):
+        source, route = ONE_ROUTE[backend]
+        server.routes[route] = body(answer)
+        status, _, err = run_report(capsys, source.format(server.base))
+        assert_one_line(status, err, f"http://{server.base}{route}", words)
 
     @pytest.mark.parametrize(("source", "words"), [
         ("jaeger+http://{}?service=s&limit=abc", "limit='abc'"),

@@ -9,21 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from test_cli import BASE, SECOND
+from test_cli import _value as value
+
 from agent_latency import semconv
 
-SECOND = 1_000_000_000
-BASE = 1_700_000_000 * SECOND  # 2023-11-14T22:13:20Z
-
-
-def value(v: object) -> dict:
-    """``v`` as an OTLP/JSON AnyValue."""
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    return {"stringValue": v}
+__all__ = ["BASE", "SECOND", "line", "run_cli", "span", "task_spans", "value", "write"]
 
 
 def span(trace: str, span_id: int, parent: int | None, name: str, attrs: dict[str, Any],
