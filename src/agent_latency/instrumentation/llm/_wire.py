@@ -194,10 +194,10 @@ def busy(chunks: Any) -> None:
 def _stop(chunks: Any) -> None:
     following, chunks.following = chunks.following, None
     if following is not None:
-        following.stop()
         for attempt in chunks.call.attempts:
             if attempt.following is following:
-                attempt.following = None
+                attempt.stop_following()
+        following.stop()
     _open.discard(chunks)
 
 
