@@ -263,7 +263,7 @@ def _assert_close(got: Any, want: Any, path: str = "") -> None:
             _assert_close(got[key], want[key], f"{path}.{key}")
     elif isinstance(want, list):
         assert isinstance(got, list) and len(got) == len(want), path
-        for i, (a, b) in enumerate(zip(got, want)):
+        for i, (a, b) in enumerate(zip(got, want, strict=True)):
             _assert_close(a, b, f"{path}[{i}]")
     elif isinstance(want, float) and "tokens_per_second" in path:
         # tokens / a phase of a few milliseconds: the microseconds show relatively.
