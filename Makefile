@@ -89,17 +89,24 @@ $(PHOENIX)/.test-installed: pyproject.toml
 servers: $(SERVERS_BIN)/.built
 
 # Prometheus and Alertmanager report the release they were built from (`--version`, from
-# the module's VERSION file, as their own release builds stamp it).
-$(SERVERS_BIN)/.built: $(SERVER_SOURCES)
+# the module's VERSION file, as their own release builds stamp it). Alertmanager's module
+# lacks its compiled web UI (ui/app/dist, which it embeds): it is built from a vendor copy
+# with a placeholder page there, so it serves the API only, as the other builds here do.
+AM_UI := vendor/github.com/prometheus/alertmanager/ui/app/dist
+$(SERVERS_BIN)/.built: $(SERVER_SOURCES) deploy/servers/alertmanager/ui-placeholder.html
 	@mkdir -p $(SERVERS_BIN)
 	@start=$$(date +%s); out=$(abspath $(SERVERS_BIN))/; \
 	$(GO) -C deploy/otel-collector/otelcol build -o $$out . && \
 	$(GO) -C deploy/servers/jaeger build -o $$out tool && \
-	for m in prometheus alertmanager; do \
-	  dir=$$($(GO) -C deploy/servers/$$m list -m -f '{{.Dir}}' github.com/prometheus/$$m) && \
-	  $(GO) -C deploy/servers/$$m build -o $$out \
-	    -ldflags "-X github.com/prometheus/common/version.Version=$$(cat $$dir/VERSION)" tool \
-	  || exit 1; done; \
+	stamp() { echo "-X github.com/prometheus/common/version.Version=$$(cat \
+	  $$($(GO) -C deploy/servers/$$1 list -mod=mod -m -f '{{.Dir}}' github.com/prometheus/$$1)/VERSION)"; } && \
+	$(GO) -C deploy/servers/prometheus build -o $$out -ldflags "$$(stamp prometheus)" tool && \
+	$(GO) -C deploy/servers/alertmanager mod vendor -e && \
+	for ui in elm mantine; do mkdir -p deploy/servers/alertmanager/$(AM_UI)/$$ui && \
+	  cp deploy/servers/alertmanager/ui-placeholder.html \
+	    deploy/servers/alertmanager/$(AM_UI)/$$ui/index.html || exit 1; done && \
+	$(GO) -C deploy/servers/alertmanager build -mod=vendor -o $$out \
+	  -ldflags "$$(stamp alertmanager)" tool && \
 	echo "servers built in $$(( $$(date +%s) - start )) s into $(SERVERS_BIN)"
 	@touch $@
 

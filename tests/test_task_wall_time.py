@@ -4,6 +4,7 @@ its opt-in, bounded task-name label."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -29,7 +30,7 @@ class TestBuckets:
         bounds = semconv.TASK_DURATION_BUCKETS
         assert bounds[:len(semconv.DURATION_BUCKETS)] == semconv.DURATION_BUCKETS
         assert bounds[-2] < 3600 < bounds[-1]
-        assert all(b == pytest.approx(a * 2) for a, b in zip(bounds, bounds[1:]))
+        assert all(b == pytest.approx(a * 2) for a, b in pairwise(bounds))
 
     def test_both_task_histograms_use_them(self, otel):
         with agent_latency.task("fix-bug"):

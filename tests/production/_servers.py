@@ -103,12 +103,16 @@ def start_collector(tmp: Path, config: dict[str, Any], name: str = "otelcol") ->
 
 
 class Jaeger:
-    """Jaeger v2 with the deployed config on loopback: OTLP gRPC in, the query API out."""
+    """Jaeger v2 with the deployed config on loopback: OTLP gRPC in, the query API out, and
+    the UI from ``ui_assets`` (a jaeger-ui build) when given: Jaeger's Go module carries
+    none."""
 
     __slots__ = ("otlp_grpc", "query", "server")
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, ui_assets: str | None = None) -> None:
         config, ports = loopback(yaml.safe_load(JAEGER_CONFIG.read_text()))
+        if ui_assets:
+            config["extensions"]["jaeger_query"]["ui"] = {"assets_path": ui_assets}
         path = tmp / "jaeger.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         self.otlp_grpc = f"127.0.0.1:{ports['receivers.otlp.protocols.grpc.endpoint']}"

@@ -28,6 +28,7 @@ import yaml
 
 from agent_latency import semconv
 from agent_latency.budget import COMPONENTS
+from agent_latency.report._sources import TraceFileError, load_source
 from agent_latency.simulator import Simulator, SimulatorConfig
 
 from ._servers import COLLECTOR_CONFIG, Jaeger, loopback, start_collector
@@ -44,6 +45,10 @@ COUNTS = {"slow": 6, "failed": 6, "fast": 200}
 BASELINE = 0.10
 # Jaeger stores microseconds: a start and a duration each rounded.
 MICROSECOND_STORES = 2.5e-6
+# A build of Jaeger's UI (jaeger-ui's packages/jaeger-ui/build): no package registry serves
+# one, and Jaeger's Go module has only a placeholder page.
+JAEGER_UI = os.environ.get("AGENT_LATENCY_JAEGER_UI")
+CHROMIUM = os.environ.get("AGENT_LATENCY_CHROMIUM", "/usr/bin/chromium")
 
 
 def shortened(config: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +109,7 @@ def _plan() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     tmp = tmp_path_factory.mktemp("jaeger-stack")
-    jaeger = Jaeger(tmp)
+    jaeger = Jaeger(tmp, JAEGER_UI)
     servers: list[Server] = []
     try:
         # Tempo is not run here (AGPL: not built); its exporter gets a port nobody listens
@@ -300,3 +305,41 @@ class TestReportFromJaeger:
         task = next(t for t in run.tasks if t["kind"] == "slow")
         report = _report(f"jaeger+{run.jaeger.query}?trace={task['trace_id']}")
         assert report["summary"]["all"]["count"] == 1
+
+    def test_errors_are_one_line(self, run: Run):
+        url = run.jaeger.query
+        with pytest.raises(TraceFileError, match="needs \\?service=NAME"):
+            load_source(f"jaeger+{url}")
+        with pytest.raises(TraceFileError, match="HTTP 404"):
+            load_source(f"jaeger+{url}?trace=00000000000000000000000000000001")
+        tasks, problems = load_source(f"jaeger+{url}?service=nobody")
+        assert (tasks, problems) == ([], [])
+
+
+class TestJaegerUi:
+    """Jaeger's UI in headless Chromium shows a task's trace: the task span, the LLM call
+    with its phase children, the tool."""
+
+    def test_trace_page_shows_phase_children(self, run: Run, tmp_path: Path):
+        if not JAEGER_UI:
+            pytest.skip("AGENT_LATENCY_JAEGER_UI is not set: no package registry serves "
+                        "Jaeger's UI and its Go module has none (docs/production.md#tests)")
+        playwright = pytest.importorskip("playwright.sync_api")
+        task = next(t for t in run.tasks if t["kind"] == "slow")
+        screenshot = tmp_path / "jaeger-trace.png"
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+                "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run"])
+            try:
+                page = browser.new_page(viewport={"width": 1600, "height": 900})
+                page.goto(f"{run.jaeger.query}/trace/{task['trace_id']}")
+                page.get_by_text("output_generation").first.wait_for(timeout=30_000)
+                text = page.inner_text("body")
+                page.screenshot(path=str(screenshot), full_page=True)
+            finally:
+                browser.close()
+        print(f"\nJaeger UI screenshot: {screenshot}")
+        for name in ("invoke_agent slow", "chat sim-large", "prefill", "output_generation",
+                     "execute_tool run_tests", SERVICE):
+            assert name in text, name
