@@ -17,9 +17,8 @@ from ..._env import capture_content, env_flag
 from ..._log import FAULTS, fault, internal_error
 from ..._scope import tracer as global_tracer
 from ..._version import __version__
+from ..net import Attempt, NetPhases
 from ._instruments import Instruments, global_instruments
-from ._network import Attempt
-from ._sockets import NetPhases
 
 # How the call ends; ``deferred`` means a stream or an unread response was handed out.
 _OPEN, _DEFERRED, _DONE = 0, 1, 2
