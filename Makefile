@@ -20,9 +20,9 @@ DOCS_SITE ?= site
 # The older SDK line, on httpx/httpcore instead of httpx2/httpcore2.
 LEGACY_PINS ?= "openai>=1.40,<2" "anthropic>=0.40,<0.50" "mcp>=1.9,<2"
 # Debian packages: iptables and libnetfilter-queue for the simulator's kernel-delay mode;
-# iproute2 for
-# network namespaces, for servers that must not be reachable from outside (Phoenix); Chromium
-# for the --html page's test and the documentation site's (driven headless; never downloaded).
+# iproute2 for network namespaces, for servers that must not be reachable from outside
+# (Phoenix); Chromium for the --html page's test and the documentation site's (driven
+# headless; never downloaded).
 SYSTEM_PACKAGES ?= iptables libnetfilter-queue-dev build-essential iproute2 chromium
 
 # The stack's servers, built from Go modules through the Go module proxy (never a binary
@@ -91,7 +91,8 @@ servers: $(SERVERS_BIN)/.built
 # Prometheus and Alertmanager report the release they were built from (`--version`, from
 # the module's VERSION file, as their own release builds stamp it). Alertmanager's module
 # lacks its compiled web UI (ui/app/dist, which it embeds): it is built from a vendor copy
-# with a placeholder page there, so it serves the API only, as the other builds here do.
+# with a placeholder page there, so it serves the API only, as the other builds here do
+# (`go mod vendor -e` reports the missing files it is about to get: expected).
 AM_UI := vendor/github.com/prometheus/alertmanager/ui/app/dist
 $(SERVERS_BIN)/.built: $(SERVER_SOURCES) deploy/servers/alertmanager/ui-placeholder.html
 	@mkdir -p $(SERVERS_BIN)
