@@ -143,11 +143,13 @@ class Server:
 
 
 def start_prometheus(binary: str, tmp: Path, targets: dict[str, str], rule_files: list[Path],
-                     alertmanager: str | None) -> Server:
+                     alertmanager: str | None, extra_jobs: dict[str, str] | None = None
+                     ) -> Server:
     """Prometheus with the deployed prometheus.yml, made fast and local: every scrape and
     evaluation each second, each deployed scrape target replaced by its address in
     ``targets`` (a job whose target is not there is dropped, Prometheus' own job scrapes
-    itself), the given rule files, and ``alertmanager`` as its Alertmanager."""
+    itself), a job per ``extra_jobs`` entry (name: address), the given rule files, and
+    ``alertmanager`` as its Alertmanager."""
     port = free_port()
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s",
@@ -161,7 +163,9 @@ def start_prometheus(binary: str, tmp: Path, targets: dict[str, str], rule_files
                                  if t == "localhost:9090" or t in targets]
         if all(static["targets"] for static in job["static_configs"]):
             jobs.append(job)
-    config["scrape_configs"] = jobs
+    config["scrape_configs"] = jobs + [
+        {"job_name": name, "static_configs": [{"targets": [address]}]}
+        for name, address in (extra_jobs or {}).items()]
     if alertmanager:
         config["alerting"] = {"alertmanagers": [{"static_configs": [
             {"targets": [alertmanager]}]}]}

@@ -55,6 +55,8 @@ DASHBOARD = DEPLOY / "grafana" / "dashboards" / "agent-latency-overview.json"
 GRAFANA_VARIABLES = {"$__rate_interval": "20s", "$__range": "1m", "$service": ".*",
                      "$provider": ".*", "$model": ".*"}
 SERVICE = "prom-agent"
+# The scrape job of the agent's own Prometheus endpoint (the path without a Collector).
+SDK_JOB = "agent-sdk"
 
 
 class Stack:
@@ -104,16 +106,21 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         alertmanager = start_alertmanager(binaries["alertmanager"], tmp, webhook.url)
         servers.append(alertmanager)
         exporter = f"127.0.0.1:{ports['exporters.prometheus.endpoint']}"
+        agent_endpoint = free_port()
         prometheus = start_prometheus(binaries["prometheus"], tmp,
                                       {"otel-collector:8889": exporter},
-                                      [rules, thresholds], f"127.0.0.1:{alertmanager.port}")
+                                      [rules, thresholds], f"127.0.0.1:{alertmanager.port}",
+                                      {SDK_JOB: f"127.0.0.1:{agent_endpoint}"})
         servers.append(prometheus)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENT_LAT"))}
         env.update({
             "AGENT_LATENCY_DIR": str(tmp / "agent"), "AGENT_LATENCY_SUMMARY": "false",
             "AGENT_LATENCY_PROCESS_TASK": "false", "AGENT_LATENCY_METRIC_TASK_NAMES": "true",
             "OTEL_SERVICE_NAME": SERVICE, "OTEL_TRACES_EXPORTER": "none",
-            "OTEL_METRICS_EXPORTER": "otlp", "OTEL_METRIC_EXPORT_INTERVAL": "1000",
+            # Both paths at once: OTLP to the Collector, and the agent's own endpoint.
+            "OTEL_METRICS_EXPORTER": "otlp,prometheus", "OTEL_METRIC_EXPORT_INTERVAL": "1000",
+            "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
+            "OTEL_EXPORTER_PROMETHEUS_PORT": str(agent_endpoint),
             "OTEL_EXPORTER_OTLP_ENDPOINT":
                 f"http://127.0.0.1:{ports['receivers.otlp.protocols.http.endpoint']}"})
         with open(tmp / "agent.log", "wb") as log:
@@ -195,10 +202,30 @@ class TestDashboardQueries:
         models = {s["metric"]["gen_ai_request_model"]
                   for s in scraped.query("agent_latency_llm_time_to_first_token_seconds_count")}
         assert models == {"sim-large", "sim-small"}
-        # The Collector turns the agent's service.name into `job` (honor_labels).
+        # The Collector turns the agent's service.name into `job` (honor_labels); the agent's
+        # own endpoint is scraped as its own job.
         services = {s["metric"]["job"]
                     for s in scraped.query("gen_ai_client_operation_duration_seconds_count")}
-        assert services == {SERVICE}
+        assert services == {SERVICE, SDK_JOB}
+
+
+class TestBothPaths:
+    """The Collector's exporter and the agent's own endpoint give the same metric names and
+    labels, so one set of rules and dashboards serves both."""
+
+    def test_same_names_and_labels(self, scraped: Stack):
+        def families(job: str) -> dict[str, set[str]]:
+            series = scraped.query(f'{{job="{job}", __name__=~"agent_latency_.+|gen_ai_.+"}}')
+            found: dict[str, set[str]] = {}
+            for sample in series:
+                labels = set(sample["metric"]) - {"__name__", "job", "instance"}
+                found.setdefault(sample["metric"]["__name__"], set()).update(labels)
+            return found
+
+        collector, sdk = families(SERVICE), families(SDK_JOB)
+        assert len(collector) >= 20
+        assert sorted(collector) == sorted(sdk)
+        assert collector == sdk
 
 
 class TestTaskWallTime:
