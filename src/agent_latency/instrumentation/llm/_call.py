@@ -13,7 +13,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
 from ... import semconv
-from ..._env import capture_content, env_flag
+from ..._env import capture_content, env_choice, env_flag
 from ..._log import FAULTS, fault, internal_error
 from ..._scope import tracer as global_tracer
 from ..._version import __version__
@@ -67,13 +67,15 @@ class Endpoint:
 
 class Settings:
     """What an instrumentor read once, at ``instrument()`` time: where spans and metrics go,
-    whether content is captured, ``traceparent`` injected and phase spans made.
+    whether content is captured, ``traceparent`` injected, phase spans made, and when
+    arrival times are taken from the wire (``arrivals``: auto, always or off).
 
     Without an explicit ``tracer_provider`` / ``meter_provider`` the global ones are used
     as they are when each call starts (a program may set them after ``instrument()``).
     """
 
-    __slots__ = ("_instruments", "_tracer", "active", "capture", "phase_spans", "propagate")
+    __slots__ = ("_instruments", "_tracer", "active", "arrivals", "capture", "phase_spans",
+                 "propagate")
 
     def __init__(self, *, tracer_provider: Any = None, meter_provider: Any = None,
                  capture: bool | None = None, propagate: bool | None = None,
@@ -84,6 +86,7 @@ class Settings:
                           else propagate)
         self.phase_spans = (env_flag(semconv.ENV_PHASE_SPANS, True) if phase_spans is None
                             else phase_spans)
+        self.arrivals = env_choice(semconv.ENV_ARRIVALS, "auto", semconv.ARRIVALS_CHOICES)
         self._tracer = (tracer_provider.get_tracer("agent_latency", __version__)
                         if tracer_provider is not None else None)
         self._instruments = (Instruments(meter_provider) if meter_provider is not None
@@ -129,9 +132,6 @@ class Info:
 class LLMCall:
     """One model request, from the SDK method call to the end of its response."""
 
-    #: Arrival times are taken on its attempts' connections (the network layer's owner).
-    wants_arrivals = True
-
     __slots__ = (
         "__weakref__", "attempts", "capture", "chunks", "content", "context", "cpu_first",
         "end_arrival", "endpoint", "first_arrival", "first_chunk", "first_cpu", "in_next",
@@ -139,6 +139,7 @@ class LLMCall:
         "last_chunk", "lock", "meta_chunk", "model", "net", "outputs", "propagate", "provider",
         "server_address", "server_port", "settings", "span", "start_ns", "state", "stream",
         "streaming", "t_call", "t_chunk", "t_first", "t_first_chunk", "t_last", "t_return",
+        "wants_arrivals",
         "usage_chunk",
     )
 
@@ -155,6 +156,8 @@ class LLMCall:
         self.kwargs = kwargs
         self.streaming = streaming
         self.propagate = settings.propagate
+        # Arrival times are taken on its attempts' connections (the network layer's owner).
+        self.wants_arrivals = settings.arrivals != "off"
         self.capture = capture = settings.capture
         self.server_address, self.server_port = server
         self.attempts: list[Attempt] = []
