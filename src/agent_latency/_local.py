@@ -232,30 +232,6 @@ def spans_to_otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     return encode_request(spans)
 
 
-def protobuf_otlp_json(spans: Sequence[ReadableSpan], *,
-                       integer_enums: bool = False) -> dict[str, Any]:
-    """The same through the OTLP exporter's protobuf encoding and ``MessageToDict``: the
-    reference the direct encoder is tested against, and the benchmark's "before"."""
-    import base64
-
-    from google.protobuf.json_format import MessageToDict
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-    data = MessageToDict(encode_spans(spans), use_integers_for_enums=integer_enums)
-    # OTLP/JSON differs from protobuf's JSON mapping in one place: ids are hex, not base64.
-    for rs in data.get("resourceSpans", ()):
-        for ss in rs.get("scopeSpans", ()):
-            for span in ss.get("spans", ()):
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = base64.b64decode(span[key]).hex()
-                for link in span.get("links", ()):
-                    for key in ("traceId", "spanId"):
-                        if key in link:
-                            link[key] = base64.b64decode(link[key]).hex()
-    return data
-
-
 _LLM_CALLS = semconv.budget_count("llm_calls")
 _TOOL_CALLS = semconv.budget_count("tool_calls")
 

@@ -183,11 +183,6 @@ def uninstrument() -> None:
         state.tracer_provider.force_flush()
 
 
-def budget_processor() -> BudgetSpanProcessor | None:
-    """The budget processor ``instrument()`` added, if any."""
-    return _state.processor if _state is not None else None
-
-
 def traces_path() -> Path | None:
     """Where the local default writes spans, when it is in use."""
     return _state.traces_path if _state is not None else None

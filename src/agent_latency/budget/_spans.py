@@ -105,7 +105,6 @@ def count_span(counts: dict[str, int], kind: str, attributes: Mapping[str, Any],
         counts["new_connections"] += 1
         if tls:
             counts["tls_handshakes"] += 1
-            counts["tls_handshakes"] += 1
 
 
 def _add(counts: dict[str, int], key: str, value: int) -> None:

@@ -136,7 +136,7 @@ class LLMCall:
         "__weakref__", "attempts", "capture", "chunks", "content", "context", "cpu_first",
         "end_arrival", "endpoint", "first_arrival", "first_chunk", "first_cpu", "in_next",
         "info", "is_async", "kwargs", "last_arrival",
-        "last_chunk", "lock", "meta_chunk", "model", "net", "outputs", "propagate", "provider",
+        "lock", "meta_chunk", "model", "net", "outputs", "propagate", "provider",
         "server_address", "server_port", "settings", "span", "start_ns", "state", "stream",
         "streaming", "t_call", "t_chunk", "t_first", "t_first_chunk", "t_last", "t_return",
         "wants_arrivals",
@@ -179,7 +179,6 @@ class LLMCall:
         self.first_arrival: Arrival | None = None
         self.last_arrival: Arrival | None = None
         self.end_arrival: Arrival | None = None
-        self.last_chunk: Any = None
         self.meta_chunk: Any = None
         self.usage_chunk: Any = None
         self.content: list[str] | None = [] if capture else None
@@ -261,7 +260,7 @@ class LLMCall:
                 pass
         finally:
             self.kwargs = {}
-            self.first_chunk = self.last_chunk = self.meta_chunk = self.usage_chunk = None
+            self.first_chunk = self.meta_chunk = self.usage_chunk = None
             self.stream = None
             self.lock.release()
 
@@ -293,8 +292,6 @@ class LLMCall:
         marks = [t for t in (last, self.t_return) if t is not None]
         self.finish(max(marks) if marks else None, None, None, stream)
 
-    def stream_error(self, exc: BaseException) -> None:
-        self.finish(None, exc)
 
 
 def abandon_call(call: LLMCall) -> None:
