@@ -182,58 +182,79 @@ class _AsyncChunks(_Chunks):
         return chunk
 
 
-def _timed_until_first_token(chunks: _Chunks, fetch: Any) -> Any:
+# The first fetches' wrappers below hold the stream's state weakly: the state holds them
+# (``next``) until the first output token, and a cycle would keep a stream dropped before it
+# (the program raised, or broke out on a role-only chunk) open until a full collection.
+
+
+class _TimedUntilFirstToken:
     """``fetch`` with the thread's CPU clock read around it (sync streams, until the first
     output token): the CPU time inside the fetch that produced the first token is the
     client's own work after the token's bytes arrived (a library's first-call imports,
     parsing), not the server's prefill.  Async streams are not measured: other tasks run on
     the thread meanwhile."""
 
-    def timed() -> Any:
+    __slots__ = ("chunks", "fetch")
+
+    def __init__(self, chunks: _Chunks, fetch: Any) -> None:
+        self.chunks = weakref.ref(chunks)
+        self.fetch = fetch
+
+    def __call__(self) -> Any:
         cpu = thread_time()
         try:
-            return fetch()
+            return self.fetch()
         finally:
-            chunks.cpu_first = now = thread_time()
-            chunks.first_cpu = now - cpu
+            chunks = self.chunks()
+            if chunks is not None:
+                chunks.cpu_first = now = thread_time()
+                chunks.first_cpu = now - cpu
 
-    return timed
 
-
-def _sent_on_first_fetch(chunks: _Chunks, fetch: Any) -> Any:
+class _SentOnFirstFetch:
     """``fetch`` with the call current around the first fetch only: a library that sends its
     request on the first ``next()`` (a generator; litellm's Anthropic path) has its HTTP
     attempt seen and carrying ``traceparent``."""
 
-    def first() -> Any:
-        chunks.next = fetch
+    __slots__ = ("chunks", "fetch")
+
+    def __init__(self, chunks: _Chunks, fetch: Any) -> None:
+        self.chunks = weakref.ref(chunks)
+        self.fetch = fetch
+
+    def __call__(self) -> Any:
+        chunks = self.chunks()
+        if chunks is None:
+            return self.fetch()
+        chunks.next = self.fetch
         call = chunks.call
         token = CURRENT.set(call)
         ctx_token = otel_context.attach(call.context)
         try:
-            return fetch()
+            return self.fetch()
         finally:
             otel_context.detach(ctx_token)
             CURRENT.reset(token)
 
-    return first
 
+class _AsyncSentOnFirstFetch(_SentOnFirstFetch):
+    """:class:`_SentOnFirstFetch` for async streams."""
 
-def _async_sent_on_first_fetch(chunks: _Chunks, fetch: Any) -> Any:
-    """:func:`_sent_on_first_fetch` for async streams."""
+    __slots__ = ()
 
-    async def first() -> Any:
-        chunks.next = fetch
+    async def __call__(self) -> Any:
+        chunks = self.chunks()
+        if chunks is None:
+            return await self.fetch()
+        chunks.next = self.fetch
         call = chunks.call
         token = CURRENT.set(call)
         ctx_token = otel_context.attach(call.context)
         try:
-            return await fetch()
+            return await self.fetch()
         finally:
             otel_context.detach(ctx_token)
             CURRENT.reset(token)
-
-    return first
 
 
 class SyncStream(ObjectProxy):
@@ -249,9 +270,9 @@ class SyncStream(ObjectProxy):
         # The iterator outlives the proxy in ``for chunk in client...create(stream=True)``;
         # its __del__ ends a call nobody finished.
         self._self_chunks = chunks = _SyncChunks(call, _sdk_next(wrapped, "__next__"))
-        chunks.next = _timed_until_first_token(chunks, chunks.plain_next)
+        chunks.next = _TimedUntilFirstToken(chunks, chunks.plain_next)
         if not call.attempts:
-            chunks.next = _sent_on_first_fetch(chunks, chunks.next)
+            chunks.next = _SentOnFirstFetch(chunks, chunks.next)
         call.defer()
 
     def __iter__(self) -> Any:
@@ -285,7 +306,7 @@ class AsyncStream(ObjectProxy):
         self._self_call = call
         self._self_chunks = chunks = _AsyncChunks(call, _sdk_next(wrapped, "__anext__"))
         if not call.attempts:
-            chunks.next = _async_sent_on_first_fetch(chunks, chunks.next)
+            chunks.next = _AsyncSentOnFirstFetch(chunks, chunks.next)
         call.defer()
 
     def __aiter__(self) -> Any:
