@@ -32,21 +32,21 @@ os.environ.setdefault("OTEL_TRACES_EXPORTER", "none")
 os.environ.setdefault("OTEL_METRICS_EXPORTER", "none")
 os.environ.setdefault("AGENT_LATENCY_SUMMARY", "false")
 
-import wrapt  # noqa: E402 - after the environment the SDK reads
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor  # noqa: E402
+import wrapt  # after the environment the SDK reads
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-import agent_latency  # noqa: E402
-from agent_latency import semconv  # noqa: E402
-from agent_latency.budget import split  # noqa: E402
-from agent_latency.budget._spans import span_intervals  # noqa: E402
-from agent_latency.instrumentation.llm import Endpoint, Settings  # noqa: E402
-from agent_latency.instrumentation.llm._invoke import call_wrapper  # noqa: E402
+import agent_latency
+from agent_latency import semconv
+from agent_latency.budget import split
+from agent_latency.budget._spans import span_intervals
+from agent_latency.instrumentation.llm import Endpoint, Settings
+from agent_latency.instrumentation.llm._invoke import call_wrapper
 
 BLOCK = 10_000
 # The LLM span attributes the budget reads, in a fixed order for the side file.
-RECORDED = tuple(attr for attr, _, _ in semconv.LLM_PHASES) + (
-    semconv.GEN_AI_USAGE_INPUT_TOKENS, semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
+RECORDED = (*(attr for attr, _, _ in semconv.LLM_PHASES), semconv.GEN_AI_USAGE_INPUT_TOKENS,
+            semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
 
 
 class _Chunk:
