@@ -192,7 +192,7 @@ def reference(port: int, cafile: str | None) -> tuple[float, float]:
     import socket
     from time import perf_counter
 
-    from agent_latency.instrumentation.llm import _sockets
+    from agent_latency.instrumentation.net import _sockets
 
     connect = _sockets._orig.get("socket.connect", socket.socket.connect)
     sock = socket.socket()
@@ -217,7 +217,7 @@ def websockets_connect(base: str, cafile: str) -> dict[str, float]:
     """A raw ``websockets`` handshake, socket-layer phases only."""
     from websockets.sync.client import connect
 
-    from agent_latency.instrumentation.llm._sockets import NetPhases, Recording
+    from agent_latency.instrumentation.net import NetPhases, Recording
 
     url = base.replace("https", "wss").replace("http", "ws") + "/responses"
     secure = url.startswith("wss")

@@ -30,8 +30,7 @@ import threading
 from collections.abc import Callable
 from time import perf_counter
 
-from agent_latency.instrumentation.llm import _sockets
-from agent_latency.instrumentation.llm._sockets import NetPhases, Recording
+from agent_latency.instrumentation.net import NetPhases, Recording, _sockets
 
 
 class _Quiet(http.server.BaseHTTPRequestHandler):
@@ -108,7 +107,7 @@ def main() -> int:
     for _ in range(args.blocks):
         for state in states:
             if state != "unpatched":
-                _sockets.acquire()
+                _sockets.PATCH.acquire()
             try:
                 for name, (fn, n) in ops.items():
                     if state == "patched, recording":
@@ -119,7 +118,7 @@ def main() -> int:
                     times.setdefault((name, state), []).append(value)
             finally:
                 if state != "unpatched":
-                    _sockets.release()
+                    _sockets.PATCH.release()
 
     print(f"\nper operation, median of {args.blocks} alternating blocks (µs)")
     print(f"{'operation':<28}{'unpatched':>11}{'idle':>9}{'+idle':>8}{'recording':>11}"
@@ -130,7 +129,7 @@ def main() -> int:
               f"{rec - base:>+8.2f}")
 
     # The wrapper alone: a no-op in place of the original.
-    _sockets.acquire()
+    _sockets.PATCH.acquire()
     try:
         saved = _sockets._orig["getaddrinfo"]
         _sockets._orig["getaddrinfo"] = lambda *a, **k: None
@@ -142,7 +141,7 @@ def main() -> int:
             rec = [_per_op(lambda: wrapped("h", 1), n) for _ in range(args.blocks)]
         _sockets._orig["getaddrinfo"] = saved
     finally:
-        _sockets.release()
+        _sockets.PATCH.release()
     b, i, r = (statistics.median(x) * 1e9 for x in (bare, idle, rec))
     print(f"\nthe wrapper alone (over a no-op, call overhead of a lambda {b:.0f} ns removed): "
           f"idle +{i - b:.0f} ns, recording +{r - b:.0f} ns per operation")

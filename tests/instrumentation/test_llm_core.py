@@ -15,7 +15,7 @@ from opentelemetry import trace
 
 import agent_latency
 from agent_latency import semconv
-from agent_latency.instrumentation.llm import _network
+from agent_latency.instrumentation import net
 from agent_latency.simulator import Simulator
 
 MESSAGES = [{"role": "user", "content": "hello " * 50}]
@@ -202,7 +202,7 @@ class TestSafety:
         before = trace.get_current_span()
         client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=8)
         assert trace.get_current_span() is before
-        assert _network.CURRENT.get() is None
+        assert net.CURRENT.get() is None
 
 
 class TestProviders:

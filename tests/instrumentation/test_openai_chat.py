@@ -357,7 +357,7 @@ def test_uninstrument_restores_the_sdk(otel, client):
     from openai.resources.chat.completions import Completions
     from wrapt import ObjectProxy
 
-    from agent_latency.instrumentation.llm import _network
+    from agent_latency.instrumentation import net
     from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
 
     instrumentor = OpenAIInstrumentor()
@@ -368,6 +368,6 @@ def test_uninstrument_restores_the_sdk(otel, client):
         assert llm_spans(otel) == []
     finally:
         instrumentor.instrument()
-    assert _network.patched()
+    assert net.httpx_send_patch.active
     client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=8)
     assert len(llm_spans(otel)) == 1

@@ -10,15 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_latency.instrumentation.llm import _sockets
-from agent_latency.instrumentation.llm._sockets import NetPhases, Recording
+from agent_latency.instrumentation.net import NetPhases, Recording, _sockets
 
 
 @pytest.fixture(autouse=True)
 def socket_patches() -> Iterator[None]:
-    _sockets.acquire()
+    _sockets.PATCH.acquire()
     yield
-    _sockets.release()
+    _sockets.PATCH.release()
 
 
 class TestSync:
@@ -96,13 +95,13 @@ class TestPatches:
     """Applied and removed with the reference count; the originals come back."""
 
     def test_remove_restores(self) -> None:
-        if _sockets._patch._users != 1:
+        if _sockets.PATCH._users != 1:
             pytest.skip("another instrumentor in this process holds the socket patches")
-        _sockets.release()
+        _sockets.PATCH.release()
         try:
             assert "connect" not in socket.socket.__dict__
             assert ssl.SSLSocket.do_handshake.__qualname__ == "SSLSocket.do_handshake"
             assert socket.getaddrinfo.__module__ == "socket"
         finally:
-            _sockets.acquire()
+            _sockets.PATCH.acquire()
         assert socket.socket.connect.__module__ == _sockets.__name__

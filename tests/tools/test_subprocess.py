@@ -420,7 +420,7 @@ class TestLibraryProbes:
         assert len(tool_spans(subprocess_spans)) == 1
 
     def test_process_started_while_an_llm_call_is_sent_is_not_a_tool(self, subprocess_spans):
-        from agent_latency.instrumentation.llm._network import CURRENT
+        from agent_latency.instrumentation.net import CURRENT
 
         token = CURRENT.set(object())
         try:

@@ -1,6 +1,6 @@
 """``httpx`` and ``httpx2`` clients: network phases for every request sent inside an LLM call.
 
-``Client.send``/``AsyncClient.send`` of both libraries are wrapped (see ``_network``): while
+``Client.send``/``AsyncClient.send`` of both libraries are wrapped (see ``net._httpcore``): while
 an LLM call of ours is current, each request gets our httpcore ``trace`` callback (chained
 with the program's own) and a W3C ``traceparent``; outside LLM calls the wrapper only checks
 a context variable.  The openai and anthropic instrumentors apply the same patch (reference
@@ -14,7 +14,7 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
-from .llm import _network
+from .net import httpx_send_patch
 
 _instruments: tuple[str, ...] = ()  # httpx >= 0.24 and/or httpx2: whichever is installed
 
@@ -26,7 +26,7 @@ class HttpxInstrumentor(BaseInstrumentor):
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        _network.acquire()
+        httpx_send_patch.acquire()
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        _network.release()
+        httpx_send_patch.release()

@@ -16,7 +16,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from wrapt import wrap_function_wrapper
 
 from ..._log import logger
-from . import _aiohttp, _network, _sockets
+from ..net import aiohttp_patch, httpx_send_patch, sockets_patch
 from ._call import Endpoint, Info, LLMCall, Settings, StreamState
 
 #: ``(module, "Class.method" or "function", wrapper)``.
@@ -74,9 +74,9 @@ class LLMInstrumentor(BaseInstrumentor):
     def _instrument(self, **kwargs: Any) -> None:
         # Settings are read here, once: not per call.
         settings = self._settings = Settings.from_instrument_kwargs(kwargs)
-        _network.acquire()
-        _sockets.acquire()
-        _aiohttp.acquire()
+        httpx_send_patch.acquire()
+        sockets_patch.acquire()
+        aiohttp_patch.acquire()
         self._done = patch(self.targets(settings))
 
     def _uninstrument(self, **kwargs: Any) -> None:
@@ -84,9 +84,9 @@ class LLMInstrumentor(BaseInstrumentor):
         if settings is not None:
             settings.active = False
         unpatch(getattr(self, "_done", []))
-        _aiohttp.release()
-        _sockets.release()
-        _network.release()
+        aiohttp_patch.release()
+        sockets_patch.release()
+        httpx_send_patch.release()
 
 
 __all__ = ["Endpoint", "Info", "LLMCall", "LLMInstrumentor", "Settings", "StreamState", "Target",

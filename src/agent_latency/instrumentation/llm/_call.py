@@ -18,9 +18,8 @@ from ..._log import FAULTS, fault, internal_error, warn_once
 from ..._scope import current_task_id
 from ..._scope import tracer as global_tracer
 from ..._version import __version__
+from ..net import Attempt, NetPhases
 from ._instruments import Instruments, global_instruments
-from ._network import Attempt
-from ._sockets import NetPhases
 
 # How the call ends; ``deferred`` means a stream or an unread response was handed out.
 _OPEN, _DEFERRED, _DONE = 0, 1, 2

@@ -22,8 +22,8 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from ..._log import FAULTS, fault, internal_error
+from ..net import CURRENT
 from ._call import Endpoint, LLMCall, Settings
-from ._network import CURRENT
 from ._stream import wrap_stream
 
 #: ``request_of(instance, args, kwargs) -> (request, streaming)``: the request's parameters

@@ -11,9 +11,9 @@ from ... import semconv
 from ..._log import FAULTS, fault, internal_error
 from ..._scope import error_description
 from ...budget import CallMarks, CallPhases, call_phases, split_server_time
+from ..net import RTT_NONE
 from . import _rates
 from ._call import LLMCall
-from ._network import RTT_NONE
 
 
 # -- phases ---------------------------------------------------------------------------

@@ -20,9 +20,9 @@ from typing import Any
 from wrapt import ObjectProxy
 
 from ..._log import FAULTS, fault, internal_error
+from ..net import CURRENT
 from ._call import Endpoint, LLMCall, Settings
 from ._invoke import Hooks, Inside, call_wrapper, invoke, start_call
-from ._network import CURRENT
 from ._stream import _guard, is_async_stream, is_sync_stream, wrap_stream
 
 _RAW_HEADER = "X-Stainless-Raw-Response"

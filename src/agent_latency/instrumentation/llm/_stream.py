@@ -20,8 +20,8 @@ from opentelemetry import context as otel_context
 from wrapt import ObjectProxy
 
 from ..._log import FAULTS, fault, internal_error
+from ..net import CURRENT
 from ._call import LLMCall, Observe, abandon_call
-from ._network import CURRENT
 
 
 def _guard(obj: Any, call: LLMCall) -> Any:

@@ -32,20 +32,16 @@ are sent without a call of ours.
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Mapping
 from time import perf_counter, thread_time
 from typing import Any
 
-from opentelemetry.trace import SpanKind, Status, StatusCode
-
 from ... import semconv
 from ..._log import internal_error
+from ..net import CURRENT, RTT_NONE, Attempt, ConnectionSetup, websocket_socket
 from ._call import Endpoint, LLMCall, Settings
 from ._invoke import start_call
-from ._network import CURRENT, RTT_NONE, Attempt
-from ._sockets import NetPhases, Recording
 
 _STATE = "_agent_latency_ws"
 _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
@@ -95,69 +91,28 @@ def _server_of(manager: Any) -> tuple[str | None, int | None, bool]:
         return None, None, False
 
 
-def _socket_of(connection: Any, phases: NetPhases) -> Any:
-    ws = getattr(connection, "_connection", None)
-    sock = getattr(ws, "socket", None)  # websockets' sync client
-    if sock is None:
-        transport = getattr(ws, "transport", None)  # the asyncio client
-        if transport is not None:
-            try:
-                sock = transport.get_extra_info("socket")
-            except Exception:  # noqa: BLE001
-                sock = None
-    return sock if sock is not None else phases.last_sock
-
-
 class _Setup:
     """One connection's setup: timed around the manager's enter."""
 
-    __slots__ = ("host", "phases", "port", "recording", "secure", "settings", "start_ns",
-                 "t_start")
+    __slots__ = ("setup",)
 
     def __init__(self, settings: Settings, manager: Any) -> None:
-        self.settings = settings
-        self.host, self.port, self.secure = _server_of(manager)
-        self.phases = NetPhases()
-        self.recording = Recording(self.phases)
-        self.start_ns = time.time_ns()
-        self.t_start = perf_counter()
+        host, port, secure = _server_of(manager)
+        self.setup = ConnectionSetup(settings.tracer(), host, port, secure)
+
+    @property
+    def recording(self) -> Any:
+        return self.setup.recording
 
     def done(self, connection: Any, error: BaseException | None) -> None:
+        setup = self.setup
+        setup.done(error)
+        if connection is None or error is not None:
+            return
         try:
-            t_end = perf_counter()
-            duration = t_end - self.t_start
-            phases = self.phases
-            setup = phases.dns + phases.connect + phases.tls
-            scale = min(1.0, duration / setup) if setup > 0 else 1.0
-            # The upgrade: from the last socket operation (TCP connect or TLS) to the end;
-            # before and between them, the client's own work (the SDK building the
-            # request, first-use imports, ``platform.platform()``).
-            upgrade = t_end - phases.t_last if phases.t_first is not None else duration
-            upgrade = min(max(upgrade, 0.0), max(duration - setup * scale, 0.0))
-            attrs: dict[str, Any] = {
-                semconv.COMPONENT: semconv.NETWORK_OVERHEAD,
-                semconv.LLM_TRANSPORT: semconv.TRANSPORT_WEBSOCKET,
-                semconv.NET_CLIENT: max(duration - setup * scale - upgrade, 0.0),
-                semconv.LLM_DNS: phases.dns * scale,
-                semconv.LLM_CONNECT: phases.connect * scale,
-                semconv.LLM_TLS: phases.tls * scale,
-                semconv.NET_UPGRADE: upgrade,
-            }
-            if self.host:
-                attrs[semconv.SERVER_ADDRESS] = self.host
-            if self.port:
-                attrs[semconv.SERVER_PORT] = self.port
-            span = self.settings.tracer().start_span(
-                semconv.SPAN_CONNECTION_SETUP, kind=SpanKind.CLIENT, attributes=attrs,
-                start_time=self.start_ns)
-            if error is not None:
-                err_type = type(error).__qualname__
-                span.set_attribute(semconv.ERROR_TYPE, err_type)
-                span.set_status(Status(StatusCode.ERROR, str(error) or err_type))
-            span.end(end_time=self.start_ns + round(duration * 1e9))
-            if connection is not None and error is None:
-                setattr(connection, _STATE, ConnectionState(
-                    self.host, self.port, self.secure, _socket_of(connection, phases)))
+            sock = websocket_socket(getattr(connection, "_connection", None), setup.phases)
+            setattr(connection, _STATE,
+                    ConnectionState(setup.host, setup.port, setup.secure, sock))
         except Exception:  # noqa: BLE001
             internal_error("websocket.setup")
 
@@ -434,7 +389,7 @@ def _end(state: ConnectionState, call: LLMCall, error: BaseException | None, *,
     try:
         attempt = call.attempts[-1] if call.attempts else None
         if attempt is not None and attempt.rtt_source == RTT_NONE:
-            attempt._measure_rtt()  # the kernel's smoothed RTT, now that replies came
+            attempt.measure_rtt()  # the kernel's smoothed RTT, now that replies came
         attrs: dict[str, Any] = {semconv.LLM_TRANSPORT: semconv.TRANSPORT_WEBSOCKET}
         if attempt is not None:
             attrs[semconv.LLM_ROUND_TRIPS_AVOIDED] = (

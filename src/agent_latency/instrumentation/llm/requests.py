@@ -1,13 +1,7 @@
-"""``requests`` and ``urllib3``: OpenAI-compatible calls made with plain ``requests.post`` (the
-program's own client, LangChain community clients, vendor SDKs on requests), with the same
-phases as the httpx path.
+"""``requests``: OpenAI-compatible calls made with plain ``requests.post`` (the program's own
+client, LangChain community clients, vendor SDKs on requests), with the same phases as the
+httpx path; their attempts come from the network layer's urllib3 patches.
 
-- **Attempts** (urllib3, whatever sent them while an LLM call of ours is current):
-  ``HTTPConnectionPool.urlopen`` is one attempt; the socket layer (:mod:`._sockets`) gives
-  DNS, TCP connect and TLS of a new connection; ``HTTPConnection.request`` returns when the
-  last request byte is written, ``getresponse`` when the response headers are in (then
-  ``TCP_INFO``'s RTT of the socket).  When no call is current each wrapper costs one
-  ``ContextVar.get``.
 - **Calls** (``requests.Session.send``, which ``requests.post`` and every session use): a
   ``POST`` to ``…/chat/completions`` or ``…/embeddings`` with a JSON body, when no call of
   ours is current, is one call, read as the openai SDK's chat completions/embeddings are.
@@ -20,7 +14,6 @@ phases as the httpx path.
 
 from __future__ import annotations
 
-import contextvars
 import json
 import weakref
 from collections.abc import Mapping
@@ -30,101 +23,17 @@ from typing import Any
 from opentelemetry import propagate
 
 from ..._log import internal_error
-from . import LLMInstrumentor, Settings, Target, _sockets, patch, unpatch
+from ..net import CURRENT, sockets_patch, urllib3_targets
+from . import LLMInstrumentor, Settings, Target, patch, unpatch
 from ._call import LLMCall, abandon_call
 from ._invoke import Inside, start_call
-from ._network import CURRENT, Attempt
 from .openai import CHAT, EMBEDDINGS
 
 _instruments = ("requests >= 2.0",)
 
-#: The urllib3 attempt being sent now (inside ``urlopen`` while a call is current).
-_ATTEMPT: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar(
-    "agent_latency_urllib3_attempt", default=None)
-
 _PATHS = {"/chat/completions": CHAT, "/embeddings": EMBEDDINGS}
 
 
-# -- urllib3: attempts -------------------------------------------------------------------
-def _urlopen(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    call = CURRENT.get()
-    if call is None:
-        return wrapped(*args, **kwargs)
-    attempt = None
-    token = None
-    try:
-        secure = getattr(instance, "scheme", "http") == "https"
-        attempt = Attempt(str(instance.host), int(instance.port or (443 if secure else 80)))
-        attempt.secure = secure
-        attempt.net = net = call.net
-        attempt.dns_base, attempt.tls_base = net.dns, net.tls
-        attempt.t_connect = net.connect  # the baseline of the call's connect time so far
-        connects = net.connects
-        call.attempts.append(attempt)
-        token = _ATTEMPT.set(attempt)
-    except Exception:  # noqa: BLE001
-        internal_error("urllib3.urlopen")
-    try:
-        response = wrapped(*args, **kwargs)
-    except BaseException as exc:
-        if attempt is not None:
-            attempt.failed(exc)
-        raise
-    finally:
-        if token is not None:
-            _ATTEMPT.reset(token)
-            try:
-                _setup_of(attempt, connects)
-            except Exception:  # noqa: BLE001
-                internal_error("urllib3.setup")
-    return response
-
-
-def _setup_of(attempt: Any, connects: int) -> None:
-    net = attempt.net
-    if net.connects > connects:
-        attempt.reused = False
-        attempt.dns = net.dns - attempt.dns_base
-        attempt.connect = net.connect - attempt.t_connect
-        attempt.tls = net.tls - attempt.tls_base
-        if attempt.sock is None:
-            attempt.sock = net.last_sock
-
-
-def _request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    attempt = _ATTEMPT.get()
-    if attempt is None:
-        return wrapped(*args, **kwargs)
-    net = attempt.net
-    t_entry = perf_counter()
-    before = net.dns + net.connect + net.tls
-    try:
-        return wrapped(*args, **kwargs)
-    finally:
-        # A plain-HTTP connection is opened inside ``request``: the first byte follows it.
-        attempt.t_sent = perf_counter()
-        attempt.t_send = min(t_entry + (net.dns + net.connect + net.tls - before),
-                             attempt.t_sent)
-
-
-def _getresponse(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    attempt = _ATTEMPT.get()
-    if attempt is None:
-        return wrapped(*args, **kwargs)
-    response = wrapped(*args, **kwargs)
-    try:
-        attempt.t_headers = attempt.t_return = perf_counter()
-        attempt.status = int(getattr(response, "status", 0) or 0)
-        headers = response.headers
-        attempt.request_id = headers.get("x-request-id") or headers.get("request-id")
-        attempt.sock = getattr(instance, "sock", None) or attempt.sock
-        attempt._measure_rtt()
-    except Exception:  # noqa: BLE001
-        internal_error("urllib3.getresponse")
-    return response
-
-
-# -- requests: calls ---------------------------------------------------------------------
 class _Fields:
     """A JSON object read like an SDK model: ``obj.field`` (None when absent)."""
 
@@ -306,21 +215,17 @@ class RequestsInstrumentor(LLMInstrumentor):
     def _instrument(self, **kwargs: Any) -> None:
         # The socket layer only: requests needs neither the httpx send patch nor aiohttp's.
         self._settings = settings = Settings.from_instrument_kwargs(kwargs)
-        _sockets.acquire()
+        sockets_patch.acquire()
         self._done = patch(self.targets(settings))
 
     def _uninstrument(self, **kwargs: Any) -> None:
         self._settings.active = False
         unpatch(self._done)
-        _sockets.release()
+        sockets_patch.release()
 
     def targets(self, settings: Settings) -> list[Target]:
-        return [
-            ("requests.sessions", "Session.send", send_wrapper(settings)),
-            ("urllib3.connectionpool", "HTTPConnectionPool.urlopen", _urlopen),
-            ("urllib3.connection", "HTTPConnection.request", _request),
-            ("urllib3.connection", "HTTPConnection.getresponse", _getresponse),
-        ]
+        return [("requests.sessions", "Session.send", send_wrapper(settings)),
+                *urllib3_targets]
 
 
 __all__ = ["HTTPStatusError", "RequestsInstrumentor"]

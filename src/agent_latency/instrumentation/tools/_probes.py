@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from types import FrameType
 
-from ..llm._network import CURRENT
+from ..net import CURRENT
 
 # Modules whose processes are the Python runtime's own probes, not tools: ``platform``
 # spawns ``uname -p`` the first time anything (the openai SDK's first request) asks.

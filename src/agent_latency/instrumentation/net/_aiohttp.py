@@ -1,11 +1,11 @@
-"""HTTP attempts sent with aiohttp while an LLM call is current: litellm's ``acompletion``
-(its httpx transport runs on aiohttp), google-genai's async client, anything on a
-``ClientSession``.
+"""HTTP attempts sent with aiohttp while an owner (an LLM call) is current: litellm's
+``acompletion`` (its httpx transport runs on aiohttp), google-genai's async client, anything
+on a ``ClientSession``.
 
 aiohttp's own ``TraceConfig`` signals give the marks httpcore's trace events give on the
 httpx path; each ``ClientSession`` made after instrumenting gets ours (its ``__init__`` is
-wrapped).  The callbacks run in the task that sends the request, so the call current
-there (:data:`._network.CURRENT`) is the one the attempt belongs to; when none is, each
+wrapped).  The callbacks run in the task that sends the request, so the owner current
+there (:data:`._context.CURRENT`) is the one the attempt belongs to; when none is, each
 signal costs one ``ContextVar.get``.
 
 - ``request_start``: the attempt starts; ``traceparent`` is injected into its headers.
@@ -31,7 +31,8 @@ from opentelemetry import propagate
 from ..._log import internal_error
 from .._imports import when_imported
 from .._shared import SharedPatch
-from ._network import CURRENT, Attempt
+from ._attempt import Attempt
+from ._context import CURRENT
 
 _KEY = "agent_latency_attempt"
 
@@ -41,25 +42,26 @@ def _attempt_of(ctx: Any) -> Attempt | None:
 
 
 async def _request_start(session: Any, ctx: Any, params: Any) -> None:
-    call = CURRENT.get()
-    if call is None:
+    owner = CURRENT.get()
+    if owner is None:
         return
     try:
         url = params.url
         secure = url.scheme in ("https", "wss")
-        last = call.attempts[-1] if call.attempts else None
+        attempts = owner.attempts
+        last = attempts[-1] if attempts else None
         if last is not None and last.t_send is None and last.t_return is None:
             # httpx's ``send`` on an aiohttp transport (litellm): the same attempt, whose
             # marks httpcore's trace events will never give.
             attempt = last
         else:
             attempt = Attempt(url.host or "", url.port or (443 if secure else 80))
-            attempt.net = call.net
-            call.attempts.append(attempt)
+            attempt.net = owner.net
+            owner.add_attempt(attempt)
         attempt.secure = secure
         setattr(ctx, _KEY, attempt)
-        if call.propagate:
-            propagate.inject(params.headers, context=call.context)
+        if owner.propagate:
+            propagate.inject(params.headers, context=owner.context)
     except Exception:  # noqa: BLE001
         internal_error("aiohttp.request_start")
 
@@ -67,29 +69,13 @@ async def _request_start(session: Any, ctx: Any, params: Any) -> None:
 async def _connection_create_start(session: Any, ctx: Any, params: Any) -> None:
     attempt = _attempt_of(ctx)
     if attempt is not None:
-        attempt._connect_started(perf_counter(), None)
-        net = attempt.net
-        if net is not None:
-            attempt.tls_base = net.tls
+        attempt.connect_started(perf_counter())
 
 
 async def _connection_create_end(session: Any, ctx: Any, params: Any) -> None:
     attempt = _attempt_of(ctx)
-    if attempt is None:
-        return
-    t = perf_counter()
-    total = t - attempt.t_connect
-    net = attempt.net
-    dns = tls = 0.0
-    if net is not None:
-        dns = max(net.dns - attempt.dns_base, 0.0)
-        tls = max(net.tls - attempt.tls_base, 0.0)
-        if net.last_sock is not None:
-            attempt.sock = net.last_sock
-    if dns + tls > total:
-        dns = tls = 0.0
-    attempt.dns, attempt.tls = dns, tls
-    attempt.connect = total - dns - tls
+    if attempt is not None:
+        attempt.connected_with_tls(perf_counter())
 
 
 async def _connection_reuse(session: Any, ctx: Any, params: Any) -> None:
@@ -124,7 +110,7 @@ async def _request_end(session: Any, ctx: Any, params: Any) -> None:
         transport = getattr(connection, "transport", None)
         if transport is not None:
             attempt.sock = transport.get_extra_info("socket")
-        attempt._measure_rtt()
+        attempt.measure_rtt()
     except Exception:  # noqa: BLE001
         internal_error("aiohttp.request_end")
 
@@ -204,8 +190,5 @@ def _remove() -> None:
         _state["patched"] = None
 
 
-_patch = SharedPatch(_apply, _remove)
-#: One more user of the aiohttp patch (the first applies it).
-acquire = _patch.acquire
-#: One user fewer (the last removes it).
-release = _patch.release
+#: The aiohttp patch (reference counted: the first user applies it, the last removes it).
+PATCH = SharedPatch(_apply, _remove)

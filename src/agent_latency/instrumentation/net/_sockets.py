@@ -6,10 +6,10 @@ Patched once (reference counted): ``socket.getaddrinfo``, ``socket.socket.connec
 ``getaddrinfo``, ``sock_connect`` and ``_create_connection_transport`` (with TLS: the
 handshake; aiohttp, the ``websockets`` asyncio client, anything on ``loop.create_connection``).
 
-Each wrapper reads two context variables — the LLM call current while its SDK method runs
-(:data:`._network.CURRENT`, whose ``net`` collects them) and :data:`SINK` (a connection's
-setup) — and, when neither is set, calls straight through: two ``ContextVar.get`` and one
-Python call added per socket operation.
+Each wrapper reads two context variables — the owner current while its client sends
+(:data:`._context.CURRENT`, an LLM call, whose ``net`` collects them) and :data:`SINK` (a
+connection's setup) — and, when neither is set, calls straight through: two
+``ContextVar.get`` and one Python call added per socket operation.
 
 A non-blocking ``connect`` (the event loop's first step of ``sock_connect``) is not timed by
 the socket wrapper: the loop's wrapper times the whole wait.  The loop runs
@@ -27,11 +27,11 @@ from typing import Any
 
 from ..._log import internal_error
 from .._shared import SharedPatch
-from ._network import CURRENT
+from ._context import CURRENT
 
 
 class NetPhases:
-    """Socket-level durations (seconds) and counts seen while one call or setup ran."""
+    """Socket-level durations (seconds) and counts seen while one owner or setup ran."""
 
     __slots__ = ("connect", "connects", "dns", "last_sock", "t_first", "t_last", "tls",
                  "tls_handshakes")
@@ -77,7 +77,7 @@ SINK: contextvars.ContextVar[NetPhases | None] = contextvars.ContextVar(
     "agent_latency_net_sink", default=None)
 
 
-# Each wrapper finds where it records inline (the call's ``net``, else the sink): on the
+# Each wrapper finds where it records inline (the owner's ``net``, else the sink): on the
 # path where nothing records, a helper function would be one more call per socket operation.
 _current = CURRENT.get
 _recording = SINK.get
@@ -104,8 +104,8 @@ _orig: dict[str, Any] = {}
 
 
 def _getaddrinfo(*args: Any, **kwargs: Any) -> Any:
-    call = _current()
-    sink = call.net if call is not None else _recording()
+    owner = _current()
+    sink = owner.net if owner is not None else _recording()
     if sink is None:
         return _orig["getaddrinfo"](*args, **kwargs)
     t = perf_counter()
@@ -117,8 +117,8 @@ def _getaddrinfo(*args: Any, **kwargs: Any) -> Any:
 
 def _timed_connect(name: str) -> Any:
     def connect(self: Any, *args: Any, **kwargs: Any) -> Any:
-        call = _current()
-        sink = call.net if call is not None else _recording()
+        owner = _current()
+        sink = owner.net if owner is not None else _recording()
         if sink is None or self.gettimeout() == 0.0:
             return _orig[name](self, *args, **kwargs)
         t = perf_counter()
@@ -131,8 +131,8 @@ def _timed_connect(name: str) -> Any:
 
 
 def _do_handshake(self: Any, *args: Any, **kwargs: Any) -> Any:
-    call = _current()
-    sink = call.net if call is not None else _recording()
+    owner = _current()
+    sink = owner.net if owner is not None else _recording()
     if sink is None:
         return _orig["do_handshake"](self, *args, **kwargs)
     t = perf_counter()
@@ -144,8 +144,8 @@ def _do_handshake(self: Any, *args: Any, **kwargs: Any) -> Any:
 
 # -- asyncio --------------------------------------------------------------------------------
 async def _loop_getaddrinfo(self: Any, *args: Any, **kwargs: Any) -> Any:
-    call = _current()
-    sink = call.net if call is not None else _recording()
+    owner = _current()
+    sink = owner.net if owner is not None else _recording()
     if sink is None:
         return await _orig["loop.getaddrinfo"](self, *args, **kwargs)
     t = perf_counter()
@@ -156,8 +156,8 @@ async def _loop_getaddrinfo(self: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 async def _loop_sock_connect(self: Any, sock: Any, address: Any) -> Any:
-    call = _current()
-    sink = call.net if call is not None else _recording()
+    owner = _current()
+    sink = owner.net if owner is not None else _recording()
     if sink is None:
         return await _orig["loop.sock_connect"](self, sock, address)
     t = perf_counter()
@@ -170,8 +170,8 @@ async def _loop_sock_connect(self: Any, sock: Any, address: Any) -> Any:
 async def _loop_connection_transport(self: Any, sock: Any, protocol_factory: Any, ssl: Any,
                                      *args: Any, **kwargs: Any) -> Any:
     # With ``ssl`` the transport is returned once the TLS handshake is done.
-    call = _current()
-    sink = call.net if call is not None else _recording()
+    owner = _current()
+    sink = owner.net if owner is not None else _recording()
     if sink is None or not ssl:
         return await _orig["loop._create_connection_transport"](
             self, sock, protocol_factory, ssl, *args, **kwargs)
@@ -228,13 +228,5 @@ def _remove() -> None:
             setattr(owner, attribute, own)
 
 
-_patch = SharedPatch(_apply, _remove)
-#: One more user of the socket patches (the first applies them).
-acquire = _patch.acquire
-#: One user fewer (the last removes them).
-release = _patch.release
-
-
-def patched() -> bool:
-    """Whether the socket patches are in place."""
-    return _patch.active
+#: The socket patches (reference counted: the first user applies it, the last removes it).
+PATCH = SharedPatch(_apply, _remove)

@@ -1,0 +1,184 @@
+"""httpx and httpx2: each request sent while an owner is current (:data:`._context.CURRENT`)
+gets our httpcore ``trace`` callback, chained with one the program set, and a W3C
+``traceparent``.
+
+httpcore and httpcore2 call the callback with ``connection.connect_tcp.*``,
+``connection.start_tls.*``, ``http11|http2.send_request_headers.*`` … events, which give the
+attempt's marks without any socket patching.  Async clients need an ``async def`` callback,
+sync clients a plain one.  ``Client.send`` / ``AsyncClient.send`` of both libraries are
+wrapped once (reference counted across the instrumentors that need it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from time import perf_counter
+from typing import Any
+
+from opentelemetry import propagate
+from opentelemetry.instrumentation.utils import unwrap
+from wrapt import wrap_function_wrapper
+
+from ..._log import FAULTS, fault, internal_error
+from .._shared import SharedPatch
+from ._attempt import Attempt
+from ._context import CURRENT
+from ._kernel import socket_of
+
+
+def _connected(attempt: Attempt, t: float, info: Any) -> None:
+    attempt.connected(t, socket_of(info.get("return_value")))
+
+
+def _closed(attempt: Attempt, t: float, info: Any) -> None:
+    attempt.closed(t)
+
+
+# event name -> what it marks: (attempt, t, info) -> None
+_HANDLERS: dict[str, Any] = {
+    "connection.connect_tcp.started": lambda a, t, info: a.connect_started(t),
+    "connection.connect_unix_socket.started": lambda a, t, info: a.connect_started(t),
+    "connection.connect_tcp.complete": _connected,
+    "connection.connect_unix_socket.complete": _connected,
+    "connection.start_tls.started": lambda a, t, info: a.tls_started(t),
+    "connection.start_tls.complete": lambda a, t, info: a.tls_done(t),
+}
+for _proto in ("http11", "http2"):
+    _HANDLERS.update({
+        f"{_proto}.send_request_headers.started": lambda a, t, info: a.send_started(t),
+        f"{_proto}.send_request_body.complete": lambda a, t, info: a.sent(t),
+        f"{_proto}.receive_response_headers.complete": lambda a, t, info: a.headers(t),
+        f"{_proto}.receive_response_body.complete": lambda a, t, info: a.body_done(t),
+        f"{_proto}.receive_response_body.failed": lambda a, t, info: a.body_done(t),
+        f"{_proto}.response_closed.started": _closed,
+        f"{_proto}.response_closed.complete": _closed,
+        f"{_proto}.response_closed.failed": _closed,
+    })
+
+
+def _event(attempt: Attempt, name: str, info: Any) -> None:
+    t = perf_counter()
+    handler = _HANDLERS.get(name)
+    if handler is not None:
+        handler(attempt, t, info)
+
+
+def _sync_trace(attempt: Attempt, user: Any) -> Any:
+    def trace(name: str, info: Any) -> None:
+        try:
+            if FAULTS:
+                fault("network.trace")
+            _event(attempt, name, info)
+        except Exception:  # noqa: BLE001
+            internal_error("network.trace")
+        if user is not None:
+            user(name, info)
+    return trace
+
+
+def _async_trace(attempt: Attempt, user: Any) -> Any:
+    async def trace(name: str, info: Any) -> None:
+        try:
+            if FAULTS:
+                fault("network.atrace")
+            _event(attempt, name, info)
+        except Exception:  # noqa: BLE001
+            internal_error("network.atrace")
+        if user is not None:
+            await user(name, info)
+    return trace
+
+
+def _prepare(owner: Any, request: Any, is_async: bool) -> Attempt | None:
+    try:
+        if FAULTS:
+            fault("network.prepare")
+        url = request.url
+        port = url.port or (443 if url.scheme == "https" else 80)
+        attempt = Attempt(url.host, port)
+        attempt.secure = url.scheme == "https"
+        attempt.net = owner.net
+        owner.add_attempt(attempt)
+        ext = request.extensions
+        user = ext.get("trace")
+        ext["trace"] = _async_trace(attempt, user) if is_async else _sync_trace(attempt, user)
+        if owner.propagate:
+            propagate.inject(request.headers, context=owner.context)
+        return attempt
+    except Exception:  # noqa: BLE001
+        internal_error("network.prepare")
+        return None
+
+
+def _request_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return args[0] if args else kwargs.get("request")
+
+
+def _got_response(attempt: Attempt | None, response: Any) -> Any:
+    if attempt is not None:
+        try:
+            if FAULTS:
+                fault("network.got_response")
+            attempt.got_response(response)
+        except Exception:  # noqa: BLE001
+            internal_error("network.got_response")
+    return response
+
+
+def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``Client.send`` of httpx/httpx2: trace the attempt when an owner is current."""
+    owner = CURRENT.get()
+    if owner is None:
+        return wrapped(*args, **kwargs)
+    attempt = _prepare(owner, _request_of(args, kwargs), False)
+    try:
+        response = wrapped(*args, **kwargs)
+    except BaseException as exc:
+        if attempt is not None:
+            attempt.failed(exc)
+        raise
+    return _got_response(attempt, response)
+
+
+async def async_send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``AsyncClient.send`` of httpx/httpx2: as :func:`send_wrapper`, with an async trace."""
+    owner = CURRENT.get()
+    if owner is None:
+        return await wrapped(*args, **kwargs)
+    attempt = _prepare(owner, _request_of(args, kwargs), True)
+    try:
+        response = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        if attempt is not None:
+            attempt.failed(exc)
+        raise
+    return _got_response(attempt, response)
+
+
+_TARGETS = (("httpx", "Client", False), ("httpx", "AsyncClient", True),
+            ("httpx2", "Client", False), ("httpx2", "AsyncClient", True))
+_patched: list[tuple[Any, str]] = []
+
+
+def _apply() -> None:
+    for module_name, cls_name, is_async in _TARGETS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        cls = getattr(module, cls_name, None)
+        if cls is None:
+            continue
+        wrap_function_wrapper(cls, "send", async_send_wrapper if is_async else send_wrapper)
+        _patched.append((cls, "send"))
+
+
+def _remove() -> None:
+    while _patched:
+        cls, name = _patched.pop()
+        unwrap(cls, name)
+
+
+#: ``send`` of every installed httpx flavour (reference counted: the first user applies
+#: it, the last removes it).
+PATCH = SharedPatch(_apply, _remove)

@@ -1,0 +1,129 @@
+"""urllib3 (under ``requests``, and any program on it): the attempts sent while an owner is
+current (:data:`._context.CURRENT`), with the same marks as the httpx path.
+
+- ``HTTPConnectionPool.urlopen`` is one attempt; the socket layer (:mod:`._sockets`) gives
+  DNS, TCP connect and TLS of a new connection.
+- ``HTTPConnection.request`` returns when the last request byte is written (a plain-HTTP
+  connection is opened inside it: the first byte follows the connection's setup).
+- ``HTTPConnection.getresponse`` returns when the response headers are in; then the
+  kernel's RTT of the socket.
+
+When no owner is current each wrapper costs one ``ContextVar.get``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from time import perf_counter
+from typing import Any
+
+from ..._log import internal_error
+from ._attempt import Attempt
+from ._context import CURRENT
+from ._sockets import NetPhases
+
+
+class _Sending:
+    """One attempt inside ``urlopen`` and the owner's socket-level totals at its start."""
+
+    __slots__ = ("attempt", "connect", "connects", "net")
+
+    def __init__(self, attempt: Attempt, net: NetPhases) -> None:
+        self.attempt = attempt
+        self.net = net
+        attempt.net = net
+        attempt.dns_base, attempt.tls_base = net.dns, net.tls
+        self.connect, self.connects = net.connect, net.connects
+
+    def setup_done(self) -> None:
+        """A connection opened inside this attempt: its DNS, connect and TLS."""
+        net, attempt = self.net, self.attempt
+        if net.connects > self.connects:
+            attempt.reused = False
+            attempt.dns = net.dns - attempt.dns_base
+            attempt.connect = net.connect - self.connect
+            attempt.tls = net.tls - attempt.tls_base
+            if attempt.sock is None:
+                attempt.sock = net.last_sock
+
+
+#: The attempt being sent now (inside ``urlopen`` while an owner is current), with the
+#: socket layer's totals when it started.
+_ATTEMPT: contextvars.ContextVar[_Sending | None] = contextvars.ContextVar(
+    "agent_latency_urllib3_attempt", default=None)
+
+
+
+def urlopen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``HTTPConnectionPool.urlopen``: one attempt of the current owner."""
+    owner = CURRENT.get()
+    if owner is None:
+        return wrapped(*args, **kwargs)
+    sending = token = None
+    try:
+        secure = getattr(instance, "scheme", "http") == "https"
+        attempt = Attempt(str(instance.host), int(instance.port or (443 if secure else 80)))
+        attempt.secure = secure
+        sending = _Sending(attempt, owner.net)
+        owner.add_attempt(attempt)
+        token = _ATTEMPT.set(sending)
+    except Exception:  # noqa: BLE001
+        internal_error("urllib3.urlopen")
+    try:
+        return wrapped(*args, **kwargs)
+    except BaseException as exc:
+        if sending is not None:
+            sending.attempt.failed(exc)
+        raise
+    finally:
+        if token is not None:
+            _ATTEMPT.reset(token)
+        if sending is not None:
+            try:
+                sending.setup_done()
+            except Exception:  # noqa: BLE001
+                internal_error("urllib3.setup")
+
+
+def request_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``HTTPConnection.request``: the first and last request byte."""
+    sending = _ATTEMPT.get()
+    if sending is None:
+        return wrapped(*args, **kwargs)
+    net = sending.net
+    t_entry = perf_counter()
+    before = net.dns + net.connect + net.tls
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        attempt = sending.attempt
+        attempt.sent(perf_counter())
+        attempt.send_started(min(t_entry + (net.dns + net.connect + net.tls - before),
+                                 attempt.t_sent or t_entry))
+
+
+def getresponse_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``HTTPConnection.getresponse``: the response headers, the socket, the round trip."""
+    sending = _ATTEMPT.get()
+    if sending is None:
+        return wrapped(*args, **kwargs)
+    response = wrapped(*args, **kwargs)
+    try:
+        attempt = sending.attempt
+        attempt.t_headers = attempt.t_return = perf_counter()
+        attempt.status = int(getattr(response, "status", 0) or 0)
+        headers = response.headers
+        attempt.request_id = headers.get("x-request-id") or headers.get("request-id")
+        attempt.sock = getattr(instance, "sock", None) or attempt.sock
+        attempt.measure_rtt()
+    except Exception:  # noqa: BLE001
+        internal_error("urllib3.getresponse")
+    return response
+
+
+#: ``(module, "Class.method", wrapper)``: urllib3's attempts.
+TARGETS: list[tuple[str, str, Any]] = [
+    ("urllib3.connectionpool", "HTTPConnectionPool.urlopen", urlopen_wrapper),
+    ("urllib3.connection", "HTTPConnection.request", request_wrapper),
+    ("urllib3.connection", "HTTPConnection.getresponse", getresponse_wrapper),
+]

@@ -1,0 +1,84 @@
+"""A persistent connection's setup (a WebSocket: DNS, TCP connect, TLS, the HTTP upgrade) as
+one ``connection.setup`` span, charged once to the span current when it was opened.
+
+DNS, connect and TLS come from the socket layer (:mod:`._sockets`) recording into the
+setup's own :class:`NetPhases` while the client connects; the upgrade is the time from the
+last socket operation to the end (the upgrade request's round trip); the client's own work
+before and between them (building the request, first-use imports) is
+``agent_latency.net.client`` (budget other).
+"""
+
+from __future__ import annotations
+
+import time
+from time import perf_counter
+from typing import Any
+
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+
+from ... import semconv
+from ..._log import internal_error
+from ._sockets import NetPhases, Recording
+
+
+class ConnectionSetup:
+    """``with setup.recording:`` around the client's connect, then ``setup.done(error)``."""
+
+    __slots__ = ("host", "phases", "port", "recording", "secure", "start_ns", "t_start",
+                 "tracer")
+
+    def __init__(self, tracer: Tracer, host: str | None, port: int | None,
+                 secure: bool) -> None:
+        self.tracer = tracer
+        self.host, self.port, self.secure = host, port, secure
+        self.phases = NetPhases()
+        self.recording = Recording(self.phases)
+        self.start_ns = time.time_ns()
+        self.t_start = perf_counter()
+
+    def done(self, error: BaseException | None) -> None:
+        """The connect returned (or raised ``error``): the span, ended now."""
+        try:
+            t_end = perf_counter()
+            duration = t_end - self.t_start
+            phases = self.phases
+            setup = phases.dns + phases.connect + phases.tls
+            scale = min(1.0, duration / setup) if setup > 0 else 1.0
+            upgrade = t_end - phases.t_last if phases.t_first is not None else duration
+            upgrade = min(max(upgrade, 0.0), max(duration - setup * scale, 0.0))
+            attrs: dict[str, Any] = {
+                semconv.COMPONENT: semconv.NETWORK_OVERHEAD,
+                semconv.LLM_TRANSPORT: semconv.TRANSPORT_WEBSOCKET,
+                semconv.NET_CLIENT: max(duration - setup * scale - upgrade, 0.0),
+                semconv.LLM_DNS: phases.dns * scale,
+                semconv.LLM_CONNECT: phases.connect * scale,
+                semconv.LLM_TLS: phases.tls * scale,
+                semconv.NET_UPGRADE: upgrade,
+            }
+            if self.host:
+                attrs[semconv.SERVER_ADDRESS] = self.host
+            if self.port:
+                attrs[semconv.SERVER_PORT] = self.port
+            span = self.tracer.start_span(semconv.SPAN_CONNECTION_SETUP, kind=SpanKind.CLIENT,
+                                          attributes=attrs, start_time=self.start_ns)
+            if error is not None:
+                err_type = type(error).__qualname__
+                span.set_attribute(semconv.ERROR_TYPE, err_type)
+                span.set_status(Status(StatusCode.ERROR, str(error) or err_type))
+            span.end(end_time=self.start_ns + round(duration * 1e9))
+        except Exception:  # noqa: BLE001
+            internal_error("websocket.setup")
+
+
+def websocket_socket(ws: Any, phases: NetPhases) -> Any:
+    """The socket under a ``websockets`` connection (sync: ``.socket``; asyncio: its
+    transport's), else the last one the setup connected."""
+    sock = getattr(ws, "socket", None)
+    if sock is None:
+        transport = getattr(ws, "transport", None)
+        if transport is not None:
+            try:
+                sock = transport.get_extra_info("socket")
+            except Exception:  # noqa: BLE001
+                sock = None
+    return sock if sock is not None else phases.last_sock
