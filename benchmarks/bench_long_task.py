@@ -166,6 +166,11 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
+    report(result)
+
+
+def report(result: dict[str, Any]) -> None:
+    """Print the figures of :func:`run`."""
     blocks, rss = result["cpu_per_call"], result["rss_mb"]
     first, last = blocks[0], blocks[-1]
     print(f"{result['calls']:,} streamed calls in one process task (load average "
@@ -173,6 +178,12 @@ def main() -> None:
     print(f"CPU per call: first {BLOCK:,} {first * 1e6:.0f} µs, last {BLOCK:,} "
           f"{last * 1e6:.0f} µs ({(last / first - 1) * 100:+.1f} %; goal within 10 %); "
           f"median block {sorted(blocks)[len(blocks) // 2] * 1e6:.0f} µs")
+    if len(blocks) >= 10:
+        # Single blocks move by 10 % and more on a loaded machine: medians of the first and
+        # the last five blocks say whether the cost grows.
+        head, tail = sorted(blocks[:5])[2], sorted(blocks[-5:])[2]
+        print(f"median of the first 5 blocks {head * 1e6:.0f} µs, of the last 5 "
+              f"{tail * 1e6:.0f} µs ({(tail / head - 1) * 100:+.1f} %)")
     warm = rss[min(1, len(rss) - 1)]
     print(f"RSS after {BLOCK * 2:,} calls {warm:.1f} MB, at the end {rss[-1]:.1f} MB "
           f"({rss[-1] - warm:+.1f} MB; goal under 10 MB)")
