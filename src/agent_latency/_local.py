@@ -150,7 +150,8 @@ class JsonLinesSpanExporter(SpanExporter):
             self._fd = None
             _close(fd)
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = _above_stdio(os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                                  0o644))
         self._fd = fd
         size = os.fstat(fd).st_size
         # A file that does not end in a newline (another writer's torn line): start clean.
@@ -210,6 +211,22 @@ class JsonLinesSpanExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
+
+
+def _above_stdio(fd: int) -> int:
+    """``fd`` moved above 0-2.  With stderr closed (``2>&-``) the file would get descriptor
+    2, and whatever writes there (a C library, ``faulthandler``, ``os.write(2, …)``) would
+    land inside the trace file."""
+    if fd > 2:
+        return fd
+    try:
+        import fcntl
+
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    except (ImportError, OSError):  # not POSIX, or no descriptors left: keep it as it is
+        return fd
+    _close(fd)
+    return moved
 
 
 def _close(fd: int) -> None:
@@ -285,7 +302,10 @@ class TaskSummaryPrinter(SpanProcessor):
             shares={c: float(attrs.get(semconv.budget_share(c), 0.0)) for c in COMPONENTS},
             busy={c: float(attrs.get(semconv.budget_busy(c), 0.0)) for c in COMPONENTS},
         )
+        stream = self._stream or sys.stderr
+        if stream is None:  # stderr closed (``2>&-``): print(file=None) would use stdout
+            return
         try:
-            print(budget.summary(str(name)), file=self._stream or sys.stderr, flush=True)
+            print(budget.summary(str(name)), file=stream, flush=True)
         except Exception:  # noqa: BLE001, S110 - a closed stderr must not break the program
             pass

@@ -121,6 +121,9 @@ LLM_STREAMING: Final = "agent_latency.llm.streaming"
 LLM_OUTPUT_TOKENS_PER_SECOND: Final = "agent_latency.llm.output_tokens_per_second"
 LLM_PREFILL_TOKENS_PER_SECOND: Final = "agent_latency.llm.prefill_tokens_per_second"
 LLM_CHUNKS: Final = "agent_latency.llm.chunks"
+#: True on a call whose stream was still open when its task ended: ended there, at its last
+#: chunk read, and counted in that task.
+LLM_ABANDONED: Final = "agent_latency.llm.abandoned"
 
 SOURCE_MEASURED: Final = "measured"
 SOURCE_SERVER_REPORTED: Final = "server-reported"

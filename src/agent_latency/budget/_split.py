@@ -6,7 +6,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._interval import COMPONENTS, OTHER, PHASE_COMPONENT, Interval, component_of
+from ._interval import (
+    COMPONENTS,
+    CONNECTION_SETUP_PHASES,
+    OTHER,
+    PHASE_COMPONENT,
+    Interval,
+    component_of,
+)
 
 _NS = 1e-9
 
@@ -71,13 +78,17 @@ def split(
     does not depend on the order of ``intervals``.
     """
     end_ns = max(end_ns, start_ns)
-    wall_ns = end_ns - start_ns
-    n = len(COMPONENTS)
-    bits = _PHASE_BITS
     busy_ns = dict.fromkeys(_BITS, 0)
-    # Sweep events (time, +bit when a component's interval opens, -bit when it closes).
-    # Time with the same set of active components is summed per set (a bit mask), and only
-    # at the end divided among the set's members: the loop does one addition per event.
+    by_mask: dict[int, int] = {}
+    _sweep(_events(intervals, start_ns, end_ns, busy_ns), start_ns, end_ns, by_mask)
+    return _budget(by_mask, busy_ns, end_ns - start_ns, counts)
+
+
+def _events(intervals: Iterable[Interval | tuple[Any, ...]], start_ns: int, end_ns: int,
+            busy_ns: dict[int, int]) -> list[tuple[int, int]]:
+    """Sweep events (time, +bit when a component's interval opens, -bit when it closes) of
+    ``intervals`` clipped to ``[start_ns, end_ns]``, their time added to ``busy_ns``."""
+    bits = _PHASE_BITS
     events: list[tuple[int, int]] = []
     append = events.append
     for iv in intervals:
@@ -90,8 +101,15 @@ def split(
         busy_ns[bit] += e - s
         append((s, bit))
         append((e, -bit))
+    return events
+
+
+def _sweep(events: list[tuple[int, int]], start_ns: int, end_ns: int,
+           by_mask: dict[int, int]) -> None:
+    """Add to ``by_mask`` the time of ``[start_ns, end_ns]`` spent under each set of active
+    components (a bit mask).  Time with the same set is summed per set, and only at the end
+    divided among the set's members: the loop does one addition per event."""
     events.sort()
-    by_mask: dict[int, int] = {}
     active = dict.fromkeys(_BITS, 0)
     mask = 0
     cursor = start_ns
@@ -110,6 +128,11 @@ def split(
                 mask &= ~bit
     if end_ns > cursor:
         by_mask[mask] = by_mask.get(mask, 0) + (end_ns - cursor)
+
+
+def _budget(by_mask: Mapping[int, int], busy_ns: Mapping[int, int], wall_ns: int,
+            counts: Mapping[str, int] | None) -> Budget:
+    n = len(COMPONENTS)
     shares_ns = [0.0] * n
     for m, ns in by_mask.items():
         members = _MEMBERS[m]
@@ -130,3 +153,110 @@ def split(
         busy={c: busy_ns[1 << i] * _NS for i, c in enumerate(COMPONENTS)},
         counts=dict(counts or {}),
     )
+
+
+class RunningSplit:
+    """A task's split computed as its intervals arrive, in memory that does not grow with
+    the task's length.
+
+    :meth:`add` takes intervals as spans end; :meth:`fold` is told a time before which no
+    interval is still to come (the start of the oldest span still open, or of the latest
+    one to end when none is), sweeps everything before it into per-mask totals and keeps
+    only the intervals, or their parts, after it.  :meth:`finish` sweeps what is left: the
+    same totals, in integer nanoseconds, as :func:`split` over every interval, so the same
+    budget.  An interval that arrives after its time was folded (a span that started before
+    the time it was told) counts in full in ``busy``; its folded part cannot be placed among
+    the shares any more and is counted in ``late_ns``.
+
+    It also keeps the one what-if figure a live task reports, the setup time a persistent
+    connection would have saved (:func:`~agent_latency.budget.connection_setup_saving`).
+    """
+
+    __slots__ = ("busy_ns", "by_mask", "first_setup", "folded_to", "late_ns", "pending",
+                 "setup_first_ns", "setup_ns", "start_ns")
+
+    def __init__(self, start_ns: int) -> None:
+        self.start_ns = start_ns
+        self.folded_to = start_ns  # everything before it is in by_mask and busy_ns
+        self.pending: list[tuple[Any, ...]] = []  # intervals (or their parts) after it
+        self.by_mask: dict[int, int] = {}
+        self.busy_ns = dict.fromkeys(_BITS, 0)
+        self.late_ns = 0
+        self.setup_ns = 0  # connection setup, every call
+        self.setup_first_ns = 0  # connection setup of the call with the first one
+        self.first_setup: tuple[int, Any] | None = None  # (start, call) of the first one
+
+    def add(self, intervals: Iterable[Interval | tuple[Any, ...]]) -> None:
+        """Intervals of a span that ended (plain tuples of :class:`Interval`'s shape too)."""
+        folded_to = self.folded_to
+        pending = self.pending
+        for iv in intervals:
+            if iv[2] in CONNECTION_SETUP_PHASES and iv[1] > iv[0]:
+                self._setup(iv)
+            if iv[0] >= folded_to:
+                pending.append(iv)
+                continue
+            s = iv[0] if iv[0] > self.start_ns else self.start_ns
+            e = iv[1] if iv[1] < folded_to else folded_to
+            if e > s:  # its folded part: busy, but no longer placeable among the shares
+                self.late_ns += e - s
+                self.busy_ns[_PHASE_BITS.get(iv[2]) or 1 << _INDEX[component_of(iv[2])]] += e - s
+            if iv[1] > folded_to:
+                pending.append((folded_to, *iv[1:]))
+
+    def _setup(self, iv: Interval | tuple[Any, ...]) -> None:
+        duration = iv[1] - iv[0]
+        self.setup_ns += duration
+        first = self.first_setup
+        if first is None or iv[0] < first[0]:
+            if first is None or iv[3] != first[1]:
+                # A new first call: its setup so far is what this interval brings (a call's
+                # phases arrive together, when its span ends).
+                self.setup_first_ns = 0
+            self.first_setup = (iv[0], iv[3])
+            self.setup_first_ns += duration
+        elif iv[3] == first[1]:
+            self.setup_first_ns += duration
+
+    @property
+    def connection_setup_saving(self) -> float:
+        """Seconds of connection setup after the task's first connection."""
+        return (self.setup_ns - self.setup_first_ns) * _NS
+
+    def fold(self, until_ns: int) -> None:
+        """No interval still to come starts before ``until_ns``: sweep the time before it."""
+        if until_ns <= self.folded_to:
+            return
+        keep: list[tuple[Any, ...]] = []
+        ready: list[tuple[Any, ...]] = []
+        for iv in self.pending:
+            if iv[0] >= until_ns:
+                keep.append(iv)
+                continue
+            ready.append(iv)
+            if iv[1] > until_ns:
+                keep.append((until_ns, *iv[1:]))
+        _sweep(_events(ready, self.folded_to, until_ns, self.busy_ns), self.folded_to,
+               until_ns, self.by_mask)
+        self.folded_to = until_ns
+        self.pending = keep
+
+    def finish(self, end_ns: int, counts: Mapping[str, int] | None = None) -> Budget:
+        """The budget of ``[start_ns, end_ns]``.
+
+        A task that ends before time already folded (its end given in the past, or a span
+        of it ending on another thread while it ended) keeps the proportions of the folded
+        totals, scaled to its wall time.
+        """
+        end_ns = max(end_ns, self.start_ns)
+        wall_ns = end_ns - self.start_ns
+        by_mask = dict(self.by_mask)
+        busy_ns = dict(self.busy_ns)
+        if end_ns >= self.folded_to:
+            _sweep(_events(self.pending, self.folded_to, end_ns, busy_ns), self.folded_to,
+                   end_ns, by_mask)
+        else:
+            folded = self.folded_to - self.start_ns
+            by_mask = {m: ns * wall_ns // folded for m, ns in by_mask.items()}
+            by_mask[0] = by_mask.get(0, 0) + wall_ns - sum(by_mask.values())
+        return _budget(by_mask, busy_ns, wall_ns, counts)

@@ -12,9 +12,10 @@ from typing import Any, Protocol
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
-from ... import semconv
+from ... import _hooks, semconv
 from ..._env import capture_content, env_choice, env_flag
-from ..._log import FAULTS, fault, internal_error
+from ..._log import FAULTS, fault, internal_error, warn_once
+from ..._scope import current_task_id
 from ..._scope import tracer as global_tracer
 from ..._version import __version__
 from ..net import Arrival, Attempt, NetPhases
@@ -139,7 +140,7 @@ class LLMCall:
         "lock", "meta_chunk", "model", "net", "outputs", "propagate", "provider",
         "server_address", "server_port", "settings", "span", "start_ns", "state", "stream",
         "streaming", "t_call", "t_chunk", "t_first", "t_first_chunk", "t_last", "t_return",
-        "wants_arrivals",
+        "task", "wants_arrivals",
         "usage_chunk",
     )
 
@@ -185,6 +186,8 @@ class LLMCall:
         self.info = Info()
         self.state = _OPEN
         self.lock = threading.Lock()
+        # The task it started in (its span id): the task's end ends a stream still open.
+        self.task = current_task_id()
         attrs: dict[str, Any] = {
             semconv.GEN_AI_OPERATION_NAME: endpoint.operation,
             semconv.GEN_AI_PROVIDER_NAME: self.provider,
@@ -230,11 +233,27 @@ class LLMCall:
         """A stream or an unread response was handed to the program; it ends later."""
         self.t_return = perf_counter()
         self.state = _DEFERRED
+        if self.task:
+            _hooks.hold(self.task, id(self), self.end_with_task)
+
+    def end_with_task(self) -> None:
+        """Its task ends while the program still holds the stream: the call ends here, at
+        the last chunk read, marked abandoned.  Chunks read later are noted, not counted."""
+        if self.state != _DEFERRED:
+            return
+        try:
+            self.span.set_attribute(semconv.LLM_ABANDONED, True)
+        except Exception:  # noqa: BLE001, S110 - the call still ends below
+            pass
+        self.abandon()
+        self.task = -1  # ended by its task: see _note_late
 
     def finish(self, t_end: float | None = None, error: BaseException | None = None,
                response: Any = None, stream: Any = None) -> None:
         """End the call (idempotent): compute its phases, set attributes, end the span."""
         if self.state == _DONE or not self.lock.acquire(blocking=False):
+            if self.task == -1 and stream is not None:
+                self._note_late(stream)
             return
         try:
             if FAULTS:
@@ -259,6 +278,8 @@ class LLMCall:
             except Exception:  # noqa: BLE001, S110 - already reported as llm.finish
                 pass
         finally:
+            if self.task > 0:
+                _hooks.release(self.task, id(self))
             self.kwargs = {}
             self.first_chunk = self.meta_chunk = self.usage_chunk = None
             self.stream = None
@@ -284,9 +305,20 @@ class LLMCall:
         self.meta_chunk, self.usage_chunk = stream.meta_chunk, stream.usage_chunk
         stream.first_chunk = stream.meta_chunk = stream.usage_chunk = None
 
+    def _note_late(self, stream: Any) -> None:
+        """The stream of a call its task ended was read on, and has now ended too."""
+        self.task = 0
+        late = getattr(stream, "chunks", 0) - self.chunks
+        if late > 0:
+            warn_once("stream-after-task", "agent-latency: a stream was read after its task "
+                      "ended (%d more chunks); the call was counted in the task up to its end, "
+                      "the rest is in no budget", late)
+
     def abandon(self, stream: Any = None) -> None:
         """The stream was garbage-collected unfinished: it ended at the last chunk taken."""
         if self.state == _DONE:
+            if self.task == -1 and stream is not None:
+                self._note_late(stream)
             return
         last = stream.t_chunk if stream is not None else self.t_chunk
         marks = [t for t in (last, self.t_return) if t is not None]
