@@ -69,14 +69,21 @@ def start(chunks: Any) -> None:
     _pauses.PAUSES.install()
     chunks.following = following
     chunks.first_arrivals = following.arrivals
-    following.watch()
+    if call.is_async:
+        # An event loop may be busy with other tasks as the first token lands; a sync reader
+        # waits for it itself (the tap's poll) and a pause before it reads (a collection) is
+        # what only the kernel's stamps could show anyway.
+        following.watch()
     chunks.cpu_at = (process_time(), thread_time(), perf_counter())
-    if call.settings.arrivals == "always":
+    mode = call.settings.arrivals
+    if mode == "always":
         chunks.busy = True
+    elif mode == "first":
+        chunks.busy = None  # never escalated: the first token's window only
     with _lock:
         concurrent = [c for c in _open if c.call.is_async] if call.is_async else []
         _open.add(chunks)
-    if concurrent:
+    if concurrent and chunks.busy is not None:
         chunks.busy = True
         for other in concurrent:
             busy(other)
@@ -89,11 +96,11 @@ def first_output(chunks: Any) -> None:
         following = chunks.following
         if following is None:
             return
-        if not chunks.busy:
+        if chunks.busy is False:
             arrival = _first(following.arrivals, chunks.call)
             if arrival is not None and chunks.t_first - arrival.t >= _LATE:
                 chunks.busy = True
-        if not chunks.busy:
+        if chunks.busy is False:
             process, thread, wall = chunks.cpu_at
             elapsed = perf_counter() - wall
             others = (process_time() - process) - (thread_time() - thread)
@@ -110,7 +117,7 @@ def first_output(chunks: Any) -> None:
 def busy(chunks: Any) -> None:
     """The client may be late from now on: take arrival times for the rest of the stream."""
     try:
-        if chunks.busy and chunks.following is not None:
+        if chunks.busy is None or (chunks.busy and chunks.following is not None):
             return
         chunks.busy = True
         following = chunks.following

@@ -92,7 +92,7 @@ class Arrivals:
 
     __slots__ = ("__weakref__", "carry", "classify", "consumed", "cum", "ends", "family",
                  "fd", "kind", "outputs", "partial", "plain", "reads", "sock", "stamping", "t",
-                 "t_sent", "t_start", "watched")
+                 "t_sent", "t_start", "tls", "watched")
 
     def __init__(self, sock: Any) -> None:
         self.t_start = perf_counter()  # nothing read from now on arrived before it
@@ -113,6 +113,9 @@ class Arrivals:
         self.outputs: list[int] = []
         self.partial = b""  # the event being read across blocks, while classifying
         self.reads = 0
+        # Whether the bytes read are decrypted from the wire's (else they are the wire's,
+        # and a read's wire offsets need no system call).
+        self.tls = True
         # The event being read across blocks: (has data, is a keep-alive or [DONE]) and the
         # block's last byte (a separator split across two reads).
         self.carry = (False, False, b"")
@@ -177,8 +180,8 @@ class Arrivals:
     def read(self, data: bytes, t: float) -> None:
         """The client took ``data`` (plaintext) at ``t``: the bytes it consumed had arrived
         by then, and its events end where the block's separators map to on the wire."""
-        received = tcp_bytes_received(self.sock)
         c0 = self.consumed
+        received = tcp_bytes_received(self.sock) if self.tls else None
         c1 = received - _queued(self.fd) if received is not None else c0 + len(data)
         if c1 < c0:
             c1 = c0
