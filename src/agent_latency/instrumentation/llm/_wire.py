@@ -36,7 +36,8 @@ _BUSY_THREADS = 0.2
 #: client is behind the wire (a first parse, a busy loop), and the rest of the stream too.
 _LATE = 0.002
 
-# Streams being read now (weakly: a stream dropped unfinished leaves by itself).
+# Streams being read now, watched or not (weakly: a stream dropped unfinished leaves by
+# itself): a collection or a new parallel stream may make any of them late.
 _open: weakref.WeakSet[Any] = weakref.WeakSet()
 _lock = threading.Lock()
 
@@ -128,8 +129,6 @@ def busy(chunks: Any) -> None:
             if following is None:
                 return
             chunks.following = following
-            with _lock:
-                _open.add(chunks)
         following.watch()
     except Exception:  # noqa: BLE001
         internal_error("llm.wire")
@@ -142,7 +141,6 @@ def _stop(chunks: Any) -> None:
             if attempt.following is following:
                 attempt.stop_following()
         following.stop()
-    _open.discard(chunks)
 
 
 # The last pace seen per (provider, model): a stream read wholly after a pause (all of it
@@ -196,6 +194,7 @@ def finish(chunks: Any, call: Any) -> None:
                 call.last_arrival = arrivals.arrival(arrivals.outputs[-1],
                                                      _pace(call, arrivals, after), paced=False)
         _stop(chunks)
+        _open.discard(chunks)
         chunks.first_arrivals = None
     except Exception:  # noqa: BLE001
         internal_error("llm.wire")
