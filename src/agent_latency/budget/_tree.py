@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from .. import semconv
-from ._interval import COMPONENTS, COUNT_NAMES, TOOL_EXECUTION, Interval, UnknownComponentError
-from ._spans import count_span, span_intervals
+from ._interval import COMPONENTS, COUNT_NAMES, Interval, UnknownComponentError
+from ._spans import count_span, is_tool, span_intervals
 from ._split import Budget, split
 
 TASK_NAME = semconv.TASK_NAME
@@ -152,14 +152,14 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
             owner = tasks.get((parent.trace_id, parent.span_id))
             if owner is not None:
                 break
-            if parent.attributes.get(COMPONENT) == TOOL_EXECUTION:
+            if is_tool(parent.attributes):
                 top = parent
             parent = by_id.get((parent.trace_id, parent.parent_id))
         if key in tasks:
             tasks[key].parent = owner
             continue
         if owner is None:
-            if LLM_CLIENT in attributes or COMPONENT in attributes:
+            if LLM_CLIENT in attributes or COMPONENT in attributes or is_tool(attributes):
                 orphans += 1
             continue
         try:
