@@ -26,6 +26,8 @@ INSTRUMENTORS: dict[str, str] = {
     "langchain": "agent_latency.instrumentation.tools.langchain:LangChainInstrumentor",
     "smolagents": "agent_latency.instrumentation.tools.smolagents:SmolagentsInstrumentor",
     "minisweagent": "agent_latency.instrumentation.tools.minisweagent:MiniSweAgentInstrumentor",
+    "pydantic_ai": "agent_latency.instrumentation.tools.pydantic_ai:PydanticAIInstrumentor",
+    "dspy": "agent_latency.instrumentation.tools.dspy:DSPyInstrumentor",
 }
 
 
@@ -44,6 +46,8 @@ TRIGGERS: dict[str, tuple[str, ...]] = {
     "langchain": ("langchain_core",),
     "smolagents": ("smolagents",),
     "minisweagent": ("minisweagent",),
+    "pydantic_ai": ("pydantic_ai",),
+    "dspy": ("dspy",),
 }
 
 # Bumped by cancel_pending(): hooks registered before it do nothing when they fire.
