@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import math
 import os
 import re
 import subprocess
@@ -172,13 +173,16 @@ class Agent:
 
     ``command`` is what runs, with ``{python}`` for the interpreter, ``{bin}`` for its
     directory, ``{agents}`` for this directory's ``agents/`` and ``{base_url}`` for the
-    simulator's OpenAI base URL; ``env`` values may name ``{tmp}``, the test's directory.
+    simulator's OpenAI base URL; ``env`` values may name ``{tmp}``, the test's directory, and
+    ``{server}``, the simulator's root URL (Anthropic's and Gemini's base URL).
     ``commands`` are the tool names (first command words) of the shell commands the agent
     runs, in order; ``tool_wrapper`` the function tool whose span each command's process
     span sits in (frameworks whose tools agent-latency instruments); ``other_tools`` the
     agent's tool calls that run no command (smolagents' ``final_answer``);
     ``framework_task`` the task agent-latency opens for the framework's own run (Agents SDK
     ``Runner.run``, smolagents ``run``, mini-swe-agent ``DefaultAgent.run``).
+    ``function_tool_time``: the agent's only tools are function tools (``other_tools``) known
+    to run this long in all; the task's tool time must be within 10 ms of it.
     """
 
     id: str
@@ -193,6 +197,11 @@ class Agent:
     framework_task: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     min_tool_time: float = 0.2  # the first command of the shell scripts sleeps 0.2 s
+    function_tool_time: float | None = None
+    # The program is busy as its first streamed response arrives (the SDK's first parse builds
+    # its models) and the stream is async, where no CPU time says so: that call's prefill is
+    # checked as an upper bound, like a busy sync client's.
+    busy_first_stream: bool = False
 
     def argv(self, python: str, base_url: str) -> list[str]:
         return [part.format(python=python, bin=Path(python).parent, agents=AGENTS,
@@ -253,7 +262,8 @@ def run_agent(agent: Agent, mode: str, tmp_path: Path, simulator: Simulator,
         "PYTHONWARNINGS": "ignore",
         semconv.ENV_OUTPUT_DIR: str(tmp_path / "out"),
     })
-    env.update({key: value.format(tmp=tmp_path) for key, value in agent.env.items()})
+    env.update({key: value.format(tmp=tmp_path, server=simulator.url)
+                for key, value in agent.env.items()})
     argv = agent.argv(python, simulator.url + "/v1")
     mark = len(simulator.truth())
     slack, contention = scheduling_slack(), cpu_contention()
@@ -428,15 +438,28 @@ class _Found:
             tools = a.get(semconv.budget_share(semconv.TOOL_EXECUTION), 0.0)
             self.check(tools >= run.agent.min_tool_time, f"tool execution share {tools} < the "
                        f"{run.agent.min_tool_time} s the commands are known to sleep")
+            known = run.agent.function_tool_time
+            if known is not None:
+                self.check(abs(tools - known) <= 0.01 + run.slack, f"tool execution share "
+                           f"{tools:.4f}, the function tools ran {known} s (tolerance 10 ms + "
+                           f"{run.slack * 1e3:.1f} ms slack)")
 
     def llm_calls(self) -> None:
         """One LLM span per request the simulator served, inside the task, matched by request
         id (or by order), in the trace its traceparent names, with the timing the server
         really had for streamed calls."""
         truth, root = self.run.truth, self.root
-        llm = sorted((s for s in self.run.spans if s["name"].startswith("chat ")
-                      or s["attributes"].get(semconv.GEN_AI_OPERATION_NAME) == "chat"),
+        llm = sorted((s for s in self.run.spans if semconv.LLM_CLIENT in s["attributes"]),
                      key=lambda s: s["start"])
+        # A request the SDK refused before sending it (pydantic-ai's non-streamed Anthropic
+        # request, sent again as a stream) is an error span with no attempt, counted nowhere.
+        for s in self.run.spans:
+            a = s["attributes"]
+            if a.get(semconv.LLM_ATTEMPTS) == 0:
+                self.check(s["status"] == "ERROR" and semconv.ERROR_TYPE in a
+                           and semconv.LLM_CLIENT not in a and semconv.LLM_PREFILL not in a,
+                           f"{s['name']}: a call that never left must be an error span "
+                           f"without phases: {a}")
         self.check(len(llm) == len(truth), f"{len(llm)} LLM spans for {len(truth)} model "
                    f"requests ({[(r['api'], 'stream' if r['stream'] else 'json') for r in truth]})")
         by_request = {s["attributes"].get(semconv.LLM_SERVER_REQUEST_ID): s for s in llm}
@@ -459,6 +482,9 @@ class _Found:
             if rec["stream"] and rec["status"] == 200:
                 self.check(semconv.LLM_TTFT in a, f"{where}: streamed, no {semconv.LLM_TTFT}")
                 busy = a.get(semconv.LLM_CLIENT_BUSY) or 0.0
+                if (self.run.agent.busy_first_stream and not busy_calls
+                        and semconv.LLM_CLIENT_BUSY not in a):
+                    busy = math.inf
                 if busy > _BUSY_SHARE * (a.get(semconv.LLM_PREFILL) or 0.0):
                     busy_calls += 1
                     self.busy_client(where, a, rec, busy)
