@@ -1,9 +1,9 @@
 """Agent frameworks' function tools, unmodified, against the simulator: a 0.2 s pure-Python
 tool (``lookup``) is tool time within 10 ms, counted once, whoever made its span — ours
-(pydantic-ai, the OpenAI Agents SDK) or the framework's own GenAI ``execute_tool`` span
+(pydantic-ai, the OpenAI Agents SDK, Agno) or the framework's own GenAI ``execute_tool`` span
 (google-adk, AutoGen, Strands) — and each request the server served is one LLM call.
 
-pydantic-ai, the Agents SDK and DSPy run in ``.venv``; google-adk, AutoGen and Strands pin
+pydantic-ai, the Agents SDK and Agno run in ``.venv``; google-adk, AutoGen and Strands pin
 OpenTelemetry, protobuf, google-genai or openai below this project's test line, so they live
 in a virtual environment of their own (``make .venv-frameworks/.test-installed``), named by
 ``AGENT_LATENCY_FRAMEWORKS_PYTHON``; this test starts its interpreter.
@@ -50,6 +50,12 @@ AGENTS = [
     # OpenAIChatModel: chat completions through the openai SDK.
     Agent("pydantic-ai-openai", ("{python}", "{agents}/pydantic_ai_lookup.py", "openai"),
           SCRIPT, (), modules=("pydantic_ai", "openai"), **LOOKUP),
+    # OpenAIChat: chat completions through the openai SDK, plain and streamed; tool spans
+    # are ours.
+    Agent("agno", ("{python}", "{agents}/agno_lookup.py"), SCRIPT, (), modules=("agno",),
+          **LOOKUP),
+    Agent("agno-stream", ("{python}", "{agents}/agno_lookup.py", "--stream"), SCRIPT, (),
+          modules=("agno",), **LOOKUP),
 ]
 
 # In .venv-frameworks: the frameworks' own execute_tool spans.

@@ -28,6 +28,7 @@ INSTRUMENTORS: dict[str, str] = {
     "minisweagent": "agent_latency.instrumentation.tools.minisweagent:MiniSweAgentInstrumentor",
     "pydantic_ai": "agent_latency.instrumentation.tools.pydantic_ai:PydanticAIInstrumentor",
     "dspy": "agent_latency.instrumentation.tools.dspy:DSPyInstrumentor",
+    "agno": "agent_latency.instrumentation.tools.agno:AgnoInstrumentor",
 }
 
 
@@ -48,6 +49,7 @@ TRIGGERS: dict[str, tuple[str, ...]] = {
     "minisweagent": ("minisweagent",),
     "pydantic_ai": ("pydantic_ai",),
     "dspy": ("dspy",),
+    "agno": ("agno",),
 }
 
 # Bumped by cancel_pending(): hooks registered before it do nothing when they fire.

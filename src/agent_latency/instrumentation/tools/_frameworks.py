@@ -122,10 +122,13 @@ def _steps_in_task(run: RunTask, steps: Generator[Any, Any, Any]) -> Generator[A
 
 
 def call_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any, ...],
-                 kwargs: dict[str, Any], where: str) -> Any:
+                 kwargs: dict[str, Any], where: str,
+                 check: Callable[[Span, Any], None] | None = None) -> Any:
     """``wrapped(*args, **kwargs)`` inside the tool span ``start()`` opens (current while it
     runs, so processes it starts nest in it); an exception marks the span ERROR and
-    propagates unchanged.  ``where`` names the place in an internal-error log."""
+    propagates unchanged; ``check(span, result)`` may mark the span before it ends (a tool
+    that returned its failure instead of raising).  ``where`` names the place in an
+    internal-error log."""
     span = _start_tool(start, where)
     if span is None:
         return wrapped(*args, **kwargs)
@@ -137,6 +140,8 @@ def call_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any, ...],
         raise
     finally:
         detach(token)
+    if check is not None:
+        _check(check, span, result, where)
     span.end()
     return result
 
@@ -181,11 +186,11 @@ async def acall_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any
         raise
     finally:
         detach(token)
+    if check is not None:
+        _check(check, span, result, where)
     try:
         if FAULTS:
             fault(where)
-        if check is not None:
-            check(span, result)
         if finish is not None:
             finish(span, result)
             return result
@@ -193,6 +198,15 @@ async def acall_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any
         internal_error(where)
     span.end()
     return result
+
+
+def _check(check: Callable[[Span, Any], None], span: Span, result: Any, where: str) -> None:
+    try:
+        if FAULTS:
+            fault(where)
+        check(span, result)
+    except Exception:  # noqa: BLE001
+        internal_error(where)
 
 
 def _start_tool(start: Callable[[], Span], where: str) -> Span | None:
