@@ -182,7 +182,8 @@ class Agent:
     ``framework_task`` the task agent-latency opens for the framework's own run (Agents SDK
     ``Runner.run``, smolagents ``run``, mini-swe-agent ``DefaultAgent.run``).
     ``function_tool_time``: the agent's only tools are function tools (``other_tools``) known
-    to run this long in all; the task's tool time must be within 10 ms of it.
+    to run this long in all; the task's tool time must be within ``tool_time_tolerance``
+    (10 ms) of it.
     """
 
     id: str
@@ -198,6 +199,7 @@ class Agent:
     env: dict[str, str] = field(default_factory=dict)
     min_tool_time: float = 0.2  # the first command of the shell scripts sleeps 0.2 s
     function_tool_time: float | None = None
+    tool_time_tolerance: float = 0.01
     # The program is busy as its first streamed response arrives (the SDK's first parse builds
     # its models) and the stream is async, where no CPU time says so: that call's prefill is
     # checked as an upper bound, like a busy sync client's.
@@ -440,9 +442,10 @@ class _Found:
                        f"{run.agent.min_tool_time} s the commands are known to sleep")
             known = run.agent.function_tool_time
             if known is not None:
-                self.check(abs(tools - known) <= 0.01 + run.slack, f"tool execution share "
-                           f"{tools:.4f}, the function tools ran {known} s (tolerance 10 ms + "
-                           f"{run.slack * 1e3:.1f} ms slack)")
+                tolerance = run.agent.tool_time_tolerance
+                self.check(abs(tools - known) <= tolerance + run.slack, f"tool execution "
+                           f"share {tools:.4f}, the function tools ran {known} s (tolerance "
+                           f"{tolerance * 1e3:.0f} ms + {run.slack * 1e3:.1f} ms slack)")
 
     def llm_calls(self) -> None:
         """One LLM span per request the simulator served, inside the task, matched by request

@@ -29,6 +29,7 @@ INSTRUMENTORS: dict[str, str] = {
     "pydantic_ai": "agent_latency.instrumentation.tools.pydantic_ai:PydanticAIInstrumentor",
     "dspy": "agent_latency.instrumentation.tools.dspy:DSPyInstrumentor",
     "agno": "agent_latency.instrumentation.tools.agno:AgnoInstrumentor",
+    "llama_index": "agent_latency.instrumentation.tools.llama_index:LlamaIndexInstrumentor",
 }
 
 
@@ -50,6 +51,7 @@ TRIGGERS: dict[str, tuple[str, ...]] = {
     "pydantic_ai": ("pydantic_ai",),
     "dspy": ("dspy",),
     "agno": ("agno",),
+    "llama_index": ("llama_index.core",),
 }
 
 # Bumped by cancel_pending(): hooks registered before it do nothing when they fire.
