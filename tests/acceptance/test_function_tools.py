@@ -1,7 +1,8 @@
 """Agent frameworks' function tools, unmodified, against the simulator: a 0.2 s pure-Python
 tool (``lookup``) is tool time within 10 ms, counted once, whoever made its span — ours
-(pydantic-ai, the OpenAI Agents SDK, Agno, LlamaIndex) or the framework's own GenAI ``execute_tool`` span
-(google-adk, AutoGen, Strands) — and each request the server served is one LLM call.
+(pydantic-ai, the OpenAI Agents SDK, Agno, LlamaIndex) or the framework's own GenAI
+``execute_tool`` span (google-adk, AutoGen, Strands) — and each request the server served is
+one LLM call.
 
 pydantic-ai, the Agents SDK and Agno run in ``.venv``; google-adk, AutoGen, Strands and
 LlamaIndex's OpenAI client pin OpenTelemetry, protobuf, google-genai or openai below this

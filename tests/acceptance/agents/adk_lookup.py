@@ -5,6 +5,7 @@ GOOGLE_GEMINI_BASE_URL / GEMINI_API_KEY (google-genai's own variables).
 """
 
 import asyncio
+import sys
 import time
 
 from google.adk.agents import LlmAgent
@@ -14,7 +15,10 @@ from google.genai import types
 
 def lookup(key: str) -> str:
     """Look a key up in the team's notes."""
+    start = time.perf_counter()
     time.sleep(0.2)
+    # How long the tool's own code ran, for the test to hold the tool span against.
+    print(f"lookup ran {time.perf_counter() - start:.6f} s", file=sys.stderr)
     return f"{key} = 42"
 
 

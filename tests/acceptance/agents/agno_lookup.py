@@ -13,7 +13,10 @@ from agno.models.openai import OpenAIChat
 
 def lookup(key: str) -> str:
     """Look a key up in the team's notes."""
+    start = time.perf_counter()
     time.sleep(0.2)
+    # How long the tool's own code ran, for the test to hold the tool span against.
+    print(f"lookup ran {time.perf_counter() - start:.6f} s", file=sys.stderr)
     return f"{key} = 42"
 
 

@@ -4,6 +4,7 @@ Nothing here knows about agent-latency.  The model endpoint comes from OPENAI_BA
 OPENAI_API_KEY (the SDK's default Responses API).
 """
 
+import sys
 import time
 
 from agents import Agent, Runner, function_tool
@@ -12,7 +13,10 @@ from agents import Agent, Runner, function_tool
 @function_tool
 def lookup(key: str) -> str:
     """Look a key up in the team's notes."""
+    start = time.perf_counter()
     time.sleep(0.2)
+    # How long the tool's own code ran, for the test to hold the tool span against.
+    print(f"lookup ran {time.perf_counter() - start:.6f} s", file=sys.stderr)
     return f"{key} = 42"
 
 

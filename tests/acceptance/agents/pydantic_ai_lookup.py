@@ -18,7 +18,10 @@ MODELS = {"anthropic": "anthropic:claude-sonnet-4-5", "openai": "openai:gpt-4o"}
 
 def lookup(key: str) -> str:
     """Look a key up in the team's notes."""
+    start = time.perf_counter()
     time.sleep(0.2)
+    # How long the tool's own code ran, for the test to hold the tool span against.
+    print(f"lookup ran {time.perf_counter() - start:.6f} s", file=sys.stderr)
     return f"{key} = 42"
 
 

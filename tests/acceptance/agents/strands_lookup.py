@@ -5,6 +5,7 @@ OPENAI_API_KEY, handed to Strands' OpenAIModel (it streams chat completions).
 """
 
 import os
+import sys
 import time
 
 from strands import Agent, tool
@@ -14,7 +15,10 @@ from strands.models.openai import OpenAIModel
 @tool
 def lookup(key: str) -> str:
     """Look a key up in the team's notes."""
+    start = time.perf_counter()
     time.sleep(0.2)
+    # How long the tool's own code ran, for the test to hold the tool span against.
+    print(f"lookup ran {time.perf_counter() - start:.6f} s", file=sys.stderr)
     return f"{key} = 42"
 
 
