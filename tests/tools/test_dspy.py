@@ -36,13 +36,8 @@ def sim():
 
 
 @pytest.fixture
-def dspy_otel(otel):
-    instrumentors = [OpenAIInstrumentor(), LiteLLMInstrumentor(), DSPyInstrumentor()]
-    for i in instrumentors:
-        i.instrument()
-    yield otel
-    for i in reversed(instrumentors):
-        i.uninstrument()
+def dspy_otel(instrumented):
+    return instrumented(OpenAIInstrumentor(), LiteLLMInstrumentor(), DSPyInstrumentor())
 
 
 def lookup(key: str) -> str:

@@ -37,13 +37,8 @@ def sim():
 
 
 @pytest.fixture
-def pyd_otel(otel):
-    instrumentors = [OpenAIInstrumentor(), AnthropicInstrumentor(), PydanticAIInstrumentor()]
-    for i in instrumentors:
-        i.instrument()
-    yield otel
-    for i in reversed(instrumentors):
-        i.uninstrument()
+def pyd_otel(instrumented):
+    return instrumented(OpenAIInstrumentor(), AnthropicInstrumentor(), PydanticAIInstrumentor())
 
 
 def lookup(key: str) -> str:
