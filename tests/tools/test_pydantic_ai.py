@@ -41,9 +41,14 @@ def pyd_otel(instrumented):
     return instrumented(OpenAIInstrumentor(), AnthropicInstrumentor(), PydanticAIInstrumentor())
 
 
+RAN: list[float] = []  # each lookup's own run time
+
+
 def lookup(key: str) -> str:
     """Look a key up."""
+    start = time.perf_counter()
     time.sleep(TOOL_SECONDS)
+    RAN.append(time.perf_counter() - start)
     return f"{key} = 42"
 
 
@@ -76,6 +81,7 @@ class TestFunctionTools:
     async def test_tool_time_and_one_llm_call_per_request(self, pyd_otel, sim, provider,
                                                            stream):
         served = len(sim.truth)
+        RAN.clear()
         with agent_latency.task("t"):
             output = await _run(Agent(_model(sim, provider), tools=[lookup]), stream)
         assert "42" in output
@@ -88,8 +94,13 @@ class TestFunctionTools:
         assert a[semconv.GEN_AI_TOOL_CALL_ID]
         task = pyd_otel.span("invoke_agent t").attributes
         assert task[semconv.budget_count("tool_calls")] == 1
-        assert task[semconv.budget_share(semconv.TOOL_EXECUTION)] == pytest.approx(
-            TOOL_SECONDS, abs=0.01)
+        share = task[semconv.budget_share(semconv.TOOL_EXECUTION)]
+        assert share == pytest.approx((tool.end_time - tool.start_time) / 1e9, abs=1e-6)
+        # The span holds the tool's code and pydantic-ai's work around it (argument
+        # validation, a worker thread): 10 ms at most here on a quiet machine
+        # (tests/acceptance/test_function_tools.py holds it to that), more under load.
+        (ran,) = RAN
+        assert ran <= share < ran + 0.05
         assert len(_llm_calls(pyd_otel)) == requests
         assert task[semconv.budget_count("llm_calls")] == requests
         assert task[semconv.budget_count("http_round_trips")] == requests
