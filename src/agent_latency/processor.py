@@ -292,8 +292,8 @@ class BudgetSpanProcessor(SpanProcessor):
                 return
             start, end = _span_times(span)
             component = attrs.get(_COMPONENT)
-            if (component == _TOOL_EXECUTION or (component is None and is_tool(attrs))) \
-                    and end >= start:
+            tool = component == _TOOL_EXECUTION or (component is None and is_tool(attrs))
+            if tool and end >= start:
                 # The common case, kept to a tuple append and a counter (a plain tuple of
                 # Interval's shape: the engine reads it by index, and the NamedTuple's
                 # constructor would cost more than the rest of this branch).
@@ -310,7 +310,7 @@ class BudgetSpanProcessor(SpanProcessor):
                 if len(task.intervals) > _MAX_INTERVALS_PER_TASK:
                     task.intervals = _merge_per_component(task.intervals)
                 return
-            if component is not None or _LLM_CLIENT in attrs or is_tool(attrs):
+            if component is not None or tool or _LLM_CLIENT in attrs:
                 self._collect(task, span, attrs, top)
         except Exception:  # noqa: BLE001
             internal_error("BudgetSpanProcessor.on_end")
