@@ -1,12 +1,12 @@
 """Agent frameworks' function tools, unmodified, against the simulator: a 0.2 s pure-Python
 tool (``lookup``) is tool time within 10 ms, counted once, whoever made its span — ours
-(pydantic-ai, the OpenAI Agents SDK, Agno, LlamaIndex) or the framework's own GenAI
+(pydantic-ai, the OpenAI Agents SDK, Agno, LlamaIndex, CrewAI) or the framework's own GenAI
 ``execute_tool`` span (google-adk, AutoGen, Strands) — and each request the server served is
 one LLM call.
 
-pydantic-ai, the Agents SDK and Agno run in ``.venv``; google-adk, AutoGen, Strands and
-LlamaIndex's OpenAI client pin OpenTelemetry, protobuf, google-genai or openai below this
-project's test line, so they live
+pydantic-ai, the Agents SDK and Agno run in ``.venv``; google-adk, AutoGen, Strands,
+LlamaIndex's OpenAI client and CrewAI pin OpenTelemetry, protobuf, pydantic, google-genai,
+mcp or openai below this project's test line, so they live
 in a virtual environment of their own (``make .venv-frameworks/.test-installed``), named by
 ``AGENT_LATENCY_FRAMEWORKS_PYTHON``; this test starts its interpreter.
 """
@@ -75,6 +75,11 @@ FRAMEWORK_AGENTS = [
     # dispatcher's events around it: ~10 ms of LlamaIndex's own work inside the tool span.
     Agent("llama-index", ("{python}", "{agents}/llama_index_lookup.py"), SCRIPT, (),
           **{**LOOKUP, "tool_time_tolerance": 0.03}),
+    # A Crew of one agent, native function calling through CrewAI's OpenAI provider (openai
+    # SDK chat completions); tool spans are ours.  Its telemetry and tracing would call out.
+    Agent("crewai", ("{python}", "{agents}/crewai_lookup.py"), SCRIPT, (),
+          env={"CREWAI_DISABLE_TELEMETRY": "true", "CREWAI_TRACING_ENABLED": "false",
+               "HOME": "{tmp}"}, **LOOKUP),
 ]
 
 
@@ -97,7 +102,8 @@ def test_function_tool_is_tool_time_once(tmp_path, simulators, agent, mode):
 def test_frameworks_own_tool_spans_are_tool_time_once(tmp_path, simulators, agent, mode):
     """The same pins for frameworks that emit GenAI execute_tool spans themselves."""
     module = {"google-adk": "google.adk", "autogen": "autogen_agentchat",
-              "strands": "strands", "llama-index": "llama_index.core"}[agent.id]
+              "strands": "strands", "llama-index": "llama_index.core",
+              "crewai": "crewai"}[agent.id]
     probe = subprocess.run([str(FRAMEWORKS_PYTHON), "-c", f"import {module}"],
                            capture_output=True, check=False)
     if probe.returncode != 0:

@@ -30,6 +30,7 @@ INSTRUMENTORS: dict[str, str] = {
     "dspy": "agent_latency.instrumentation.tools.dspy:DSPyInstrumentor",
     "agno": "agent_latency.instrumentation.tools.agno:AgnoInstrumentor",
     "llama_index": "agent_latency.instrumentation.tools.llama_index:LlamaIndexInstrumentor",
+    "crewai": "agent_latency.instrumentation.tools.crewai:CrewAIInstrumentor",
 }
 
 
@@ -52,6 +53,7 @@ TRIGGERS: dict[str, tuple[str, ...]] = {
     "dspy": ("dspy",),
     "agno": ("agno",),
     "llama_index": ("llama_index.core",),
+    "crewai": ("crewai",),
 }
 
 # Bumped by cancel_pending(): hooks registered before it do nothing when they fire.
