@@ -14,11 +14,12 @@ AIDER ?= .venv-aider
 PHOENIX ?= .venv-phoenix
 # Agent frameworks whose pins conflict with .venv's: google-adk (OpenTelemetry SDK <= 1.44,
 # google-genai < 3), AutoGen (protobuf 5.29), Strands (openai < 3, mcp < 2.2), LlamaIndex's
-# OpenAI client (openai < 3), CrewAI (pydantic < 2.13, mcp < 2, openai < 3).
+# OpenAI client (openai < 3), CrewAI (pydantic < 2.13, mcp < 2, openai < 3), Semantic Kernel
+# (pydantic < 2.14, mcp 1.x).
 FRAMEWORKS ?= .venv-frameworks
 FRAMEWORK_PINS ?= "google-adk>=2,<3" "autogen-agentchat>=0.7,<0.8" "autogen-ext[openai]>=0.7,<0.8" \
 	"strands-agents[openai]>=1.60,<2" "llama-index-core>=0.14,<0.15" "llama-index-llms-openai>=0.6" \
-	"crewai>=1.10,<2"
+	"crewai>=1.10,<2" "semantic-kernel>=1.40,<2"
 PYTEST_ARGS ?=
 # Where make docs-check builds the site (ignored by git).
 DOCS_SITE ?= site

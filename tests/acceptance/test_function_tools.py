@@ -1,11 +1,11 @@
 """Agent frameworks' function tools, unmodified, against the simulator: a 0.2 s pure-Python
 tool (``lookup``) is tool time within 10 ms, counted once, whoever made its span — ours
 (pydantic-ai, the OpenAI Agents SDK, Agno, LlamaIndex, CrewAI) or the framework's own GenAI
-``execute_tool`` span (google-adk, AutoGen, Strands) — and each request the server served is
-one LLM call.
+``execute_tool`` span (google-adk, AutoGen, Strands, Semantic Kernel) — and each request the
+server served is one LLM call.
 
 pydantic-ai, the Agents SDK and Agno run in ``.venv``; google-adk, AutoGen, Strands,
-LlamaIndex's OpenAI client and CrewAI pin OpenTelemetry, protobuf, pydantic, google-genai,
+LlamaIndex's OpenAI client, CrewAI and Semantic Kernel pin OpenTelemetry, protobuf, pydantic, google-genai,
 mcp or openai below this project's test line, so they live
 in a virtual environment of their own (``make .venv-frameworks/.test-installed``), named by
 ``AGENT_LATENCY_FRAMEWORKS_PYTHON``; this test starts its interpreter.
@@ -77,6 +77,11 @@ FRAMEWORK_AGENTS = [
           **{**LOOKUP, "tool_time_tolerance": 0.03}),
     # A Crew of one agent, native function calling through CrewAI's OpenAI provider (openai
     # SDK chat completions); tool spans are ours.  Its telemetry and tracing would call out.
+    # ChatCompletionAgent with a plugin (automatic function calling through the openai SDK);
+    # its own execute_tool span, named {plugin}-{function} (the script's "sk-gpt-4o" model
+    # calls it so).
+    Agent("semantic-kernel", ("{python}", "{agents}/semantic_kernel_lookup.py"), SCRIPT, (),
+          **{**LOOKUP, "other_tools": ("Notes-lookup",)}),
     Agent("crewai", ("{python}", "{agents}/crewai_lookup.py"), SCRIPT, (),
           env={"CREWAI_DISABLE_TELEMETRY": "true", "CREWAI_TRACING_ENABLED": "false",
                "HOME": "{tmp}"}, **LOOKUP),
@@ -103,7 +108,7 @@ def test_frameworks_own_tool_spans_are_tool_time_once(tmp_path, simulators, agen
     """The same pins for frameworks that emit GenAI execute_tool spans themselves."""
     module = {"google-adk": "google.adk", "autogen": "autogen_agentchat",
               "strands": "strands", "llama-index": "llama_index.core",
-              "crewai": "crewai"}[agent.id]
+              "crewai": "crewai", "semantic-kernel": "semantic_kernel"}[agent.id]
     probe = subprocess.run([str(FRAMEWORKS_PYTHON), "-c", f"import {module}"],
                            capture_output=True, check=False)
     if probe.returncode != 0:
