@@ -4,10 +4,10 @@ tool (``lookup``) is tool time within 10 ms, counted once, whoever made its span
 ``execute_tool`` span (google-adk, AutoGen, Strands, Semantic Kernel) — and each request the
 server served is one LLM call.
 
-pydantic-ai, the Agents SDK and Agno run in ``.venv``; google-adk, AutoGen, Strands,
-LlamaIndex's OpenAI client, CrewAI and Semantic Kernel pin OpenTelemetry, protobuf, pydantic, google-genai,
-mcp or openai below this project's test line, so they live
-in a virtual environment of their own (``make .venv-frameworks/.test-installed``), named by
+pydantic-ai, the Agents SDK and Agno run in ``.venv``.  google-adk, AutoGen, Strands,
+LlamaIndex's OpenAI client, CrewAI and Semantic Kernel pin OpenTelemetry, protobuf, pydantic,
+google-genai, mcp or openai below this project's test line, so they live in a virtual
+environment of their own (``make .venv-frameworks/.test-installed``), named by
 ``AGENT_LATENCY_FRAMEWORKS_PYTHON``; this test starts its interpreter.
 """
 
