@@ -1,10 +1,10 @@
 """Agent frameworks' function tools, unmodified, against the simulator: a 0.2 s pure-Python
 tool (``lookup``) is tool time within 10 ms, counted once, whoever made its span — ours
-(pydantic-ai, the OpenAI Agents SDK, Agno, LlamaIndex, CrewAI) or the framework's own GenAI
-``execute_tool`` span (google-adk, AutoGen, Strands, Semantic Kernel) — and each request the
-server served is one LLM call.
+(pydantic-ai, the OpenAI Agents SDK, Agno, Haystack, LlamaIndex, CrewAI) or the framework's
+own GenAI ``execute_tool`` span (google-adk, AutoGen, Strands, Semantic Kernel) — and each
+request the server served is one LLM call.
 
-pydantic-ai, the Agents SDK and Agno run in ``.venv``.  google-adk, AutoGen, Strands,
+pydantic-ai, the Agents SDK, Agno and Haystack run in ``.venv``.  google-adk, AutoGen, Strands,
 LlamaIndex's OpenAI client, CrewAI and Semantic Kernel pin OpenTelemetry, protobuf, pydantic,
 google-genai, mcp or openai below this project's test line, so they live in a virtual
 environment of their own (``make .venv-frameworks/.test-installed``), named by
@@ -58,6 +58,10 @@ AGENTS = [
           **LOOKUP),
     Agent("agno-stream", ("{python}", "{agents}/agno_lookup.py", "--stream"), SCRIPT, (),
           modules=("agno",), **LOOKUP),
+    # Agent with OpenAIChatGenerator: chat completions through the openai SDK; tool spans are
+    # ours.  Its usage telemetry would call out.
+    Agent("haystack", ("{python}", "{agents}/haystack_lookup.py"), SCRIPT, (),
+          modules=("haystack",), env={"HAYSTACK_TELEMETRY_ENABLED": "False"}, **LOOKUP),
 ]
 
 # In .venv-frameworks: the frameworks' own execute_tool spans.

@@ -31,6 +31,7 @@ INSTRUMENTORS: dict[str, str] = {
     "agno": "agent_latency.instrumentation.tools.agno:AgnoInstrumentor",
     "llama_index": "agent_latency.instrumentation.tools.llama_index:LlamaIndexInstrumentor",
     "crewai": "agent_latency.instrumentation.tools.crewai:CrewAIInstrumentor",
+    "haystack": "agent_latency.instrumentation.tools.haystack:HaystackInstrumentor",
 }
 
 
@@ -54,6 +55,7 @@ TRIGGERS: dict[str, tuple[str, ...]] = {
     "agno": ("agno",),
     "llama_index": ("llama_index.core",),
     "crewai": ("crewai",),
+    "haystack": ("haystack",),
 }
 
 # Bumped by cancel_pending(): hooks registered before it do nothing when they fire.
