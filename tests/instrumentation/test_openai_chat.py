@@ -45,7 +45,11 @@ def _assert_streamed(span, sim=None):
     assert a[semconv.LLM_TIMING_SOURCE] == "measured"
     assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 8
     assert a[semconv.GEN_AI_USAGE_INPUT_TOKENS] > 100
-    assert a[semconv.LLM_PREFILL] > 0.003  # ~200 tokens at 20k tokens/s = 10 ms
+    # ~200 tokens at 20k tokens/s = 10 ms.  The server runs in this process: its request
+    # handling holds the GIL right after the body is written, so the "sent" mark can be late
+    # by a few ms while the first token is dated from the wire (the benchmarks measure
+    # against a server in its own process).
+    assert a[semconv.LLM_PREFILL] > 0
     # 7 gaps at 1000 tokens/s = 7 ms, but a loaded machine reads the first chunks late and
     # bunches them; accuracy is the benchmark's job, here only "measured and not zero".
     assert a[semconv.LLM_OUTPUT_GENERATION] > 0

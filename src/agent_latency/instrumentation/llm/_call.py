@@ -17,7 +17,8 @@ from ..._env import capture_content, env_flag
 from ..._log import FAULTS, fault, internal_error
 from ..._scope import tracer as global_tracer
 from ..._version import __version__
-from ..net import Attempt, NetPhases
+from ..net import Arrival, Attempt, NetPhases
+from . import _wire
 from ._instruments import Instruments, global_instruments
 
 # How the call ends; ``deferred`` means a stream or an unread response was handed out.
@@ -128,9 +129,13 @@ class Info:
 class LLMCall:
     """One model request, from the SDK method call to the end of its response."""
 
+    #: Arrival times are taken on its attempts' connections (the network layer's owner).
+    wants_arrivals = True
+
     __slots__ = (
         "__weakref__", "attempts", "capture", "chunks", "content", "context", "cpu_first",
-        "endpoint", "first_chunk", "first_cpu", "in_next", "info", "is_async", "kwargs",
+        "end_arrival", "endpoint", "first_arrival", "first_chunk", "first_cpu", "in_next",
+        "info", "is_async", "kwargs", "last_arrival",
         "last_chunk", "lock", "meta_chunk", "model", "net", "outputs", "propagate", "provider",
         "server_address", "server_port", "settings", "span", "start_ns", "state", "stream",
         "streaming", "t_call", "t_chunk", "t_first", "t_first_chunk", "t_last", "t_return",
@@ -166,6 +171,11 @@ class LLMCall:
         self.first_chunk: Any = None
         self.first_cpu = 0.0
         self.cpu_first: float | None = None
+        # When the first and last output tokens' bytes and the response's last byte reached
+        # this host (``_wire``), where they were taken.
+        self.first_arrival: Arrival | None = None
+        self.last_arrival: Arrival | None = None
+        self.end_arrival: Arrival | None = None
         self.last_chunk: Any = None
         self.meta_chunk: Any = None
         self.usage_chunk: Any = None
@@ -236,6 +246,7 @@ class LLMCall:
                 stream = self.stream()
             if stream is not None:
                 self._absorb_stream(stream)
+            self._stop_following()
             from ._record import record
 
             record(self, t_end, error, response)
@@ -251,7 +262,18 @@ class LLMCall:
             self.stream = None
             self.lock.release()
 
+    def _stop_following(self) -> None:
+        # A body read to its end (not streamed): its last byte, dated from the wire.
+        attempts = self.attempts
+        if attempts:
+            following = attempts[-1].following
+            if following is not None and self.end_arrival is None:
+                self.end_arrival = following.arrivals.last_byte()
+        for attempt in attempts:
+            attempt.stop_following()
+
     def _absorb_stream(self, stream: Any) -> None:
+        _wire.finish(stream, self)
         self.chunks, self.outputs = stream.chunks, stream.outputs
         self.first_cpu, self.cpu_first = stream.first_cpu, stream.cpu_first
         self.t_first, self.t_last = stream.t_first, stream.t_last

@@ -21,6 +21,7 @@ def compute_phases(call: LLMCall, t_end: float) -> tuple[CallPhases, float, str,
     """``(phases, rtt, rtt source, connection reused)`` of a finished call."""
     attempts = call.attempts
     t_call = call.t_call
+    t_received: float | None
     if attempts:
         final = attempts[-1]
         retry = final.t_start - attempts[0].t_start
@@ -28,7 +29,9 @@ def compute_phases(call: LLMCall, t_end: float) -> tuple[CallPhases, float, str,
         t_sent = final.t_sent if final.t_sent is not None else t_send
         dns, connect, tls = final.dns, final.connect, final.tls
         rtt, rtt_source, reused = final.rtt, final.rtt_source, final.reused
-        if call.t_first is not None:
+        if call.end_arrival is not None:
+            t_received = call.end_arrival.t  # the last byte, dated from the wire
+        elif call.t_first is not None:
             # A stream's last bytes, from the kernel when the response closed: httpcore's
             # "body complete" fires only when the SDK asks past its final event, after
             # parsing it (0.4 s for a Responses ``response.completed``).  Unknown (no
@@ -41,11 +44,29 @@ def compute_phases(call: LLMCall, t_end: float) -> tuple[CallPhases, float, str,
         retry, t_send, t_sent, dns, connect, tls = 0.0, t_call, t_call, 0.0, 0.0, 0.0
         rtt, rtt_source, reused = 0.0, RTT_NONE, True
         t_received = None
+    t_first, t_last = token_marks(call)
     marks = CallMarks(t_call=t_call, t_send=t_send, t_sent=t_sent, t_end=t_end,
-                      t_first=call.t_first, t_last=call.t_last, dns=dns, connect=connect, tls=tls,
+                      t_first=t_first, t_last=t_last, dns=dns, connect=connect, tls=tls,
                       rtt=rtt, retry=retry, t_received=t_received,
-                      first_token_cpu=_first_token_cpu(call))
+                      first_token_cpu=0.0 if call.first_arrival is not None
+                      else _first_token_cpu(call))
     return call_phases(marks), rtt, rtt_source, reused
+
+
+def token_marks(call: LLMCall) -> tuple[float | None, float | None]:
+    """The first and last output tokens' marks: when their bytes arrived where the wire was
+    watched, else when the SDK handed them over."""
+    t_first, t_last = call.t_first, call.t_last
+    if t_first is None:
+        return None, None
+    first, last = call.first_arrival, call.last_arrival
+    if first is not None:
+        t_first = min(first.t, t_first)
+    if last is not None and t_last is not None:
+        t_last = min(last.t, t_last)
+    if t_last is not None and t_last < t_first:
+        t_last = t_first
+    return t_first, t_last
 
 
 def _split(call: LLMCall, phases: CallPhases) -> None:
@@ -110,7 +131,15 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
     attrs[semconv.LLM_CONNECTION_REUSED] = reused
     attrs[semconv.LLM_CHUNKS] = call.chunks
     if call.t_first is not None:
-        attrs[semconv.LLM_TTFT] = call.t_first - call.t_call
+        first = call.first_arrival
+        attrs[semconv.LLM_TTFT] = (phases.ttft if phases.ttft is not None
+                                   else call.t_first - call.t_call)
+        _arrival_attributes(attrs, first, semconv.LLM_FIRST_TOKEN_SOURCE,
+                            semconv.LLM_FIRST_TOKEN_BOUND)
+        _arrival_attributes(attrs, call.last_arrival, semconv.LLM_LAST_TOKEN_SOURCE,
+                            semconv.LLM_LAST_TOKEN_BOUND)
+        if first is not None:
+            attrs[semconv.LLM_CLIENT_LAG] = max(call.t_first - first.t, 0.0)
         busy = _client_busy(call)
         if busy is not None:
             attrs[semconv.LLM_CLIENT_BUSY] = busy
@@ -142,9 +171,8 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
     if info.input_tokens and phases.prefill > 0:
         attrs[semconv.LLM_PREFILL_TOKENS_PER_SECOND] = info.input_tokens / phases.prefill
     per_chunk = None
-    if (measured_stream and call.outputs > 1 and call.t_last is not None
-            and call.t_first is not None):
-        per_chunk = (call.t_last - call.t_first) / (call.outputs - 1)
+    if measured_stream and call.outputs > 1:
+        per_chunk = phases.output_generation / (call.outputs - 1)
         attrs[semconv.LLM_TIME_PER_OUTPUT_CHUNK] = per_chunk
     if call.capture:
         _content_attributes(call, attrs)
@@ -179,6 +207,14 @@ def _error_status(call: LLMCall, error: BaseException) -> None:
             span.record_exception(error)
         else:
             span.add_event("exception", {"exception.type": type(error).__qualname__})
+
+
+def _arrival_attributes(attrs: dict[str, Any], arrival: Any, source: str, bound: str) -> None:
+    if arrival is None:
+        attrs[source] = semconv.ARRIVAL_HANDED_OVER
+        return
+    attrs[source] = arrival.source
+    attrs[bound] = arrival.bound
 
 
 def _first_token_cpu(call: LLMCall) -> float:

@@ -21,6 +21,7 @@ from wrapt import ObjectProxy
 
 from ..._log import FAULTS, fault, internal_error
 from ..net import CURRENT
+from . import _wire
 from ._call import LLMCall, Observe, abandon_call
 
 
@@ -47,10 +48,11 @@ def _sdk_next(wrapped: Any, name: str) -> Any:
     return getattr(wrapped, name)
 
 
-_CHUNK_SLOTS = ("__weakref__", "call", "chunks", "content", "cpu_first", "first_chunk",
-                "first_cpu", "plain_next",
-                "in_next", "meta_chunk", "next", "observe", "outputs", "t_chunk", "t_first",
-                "t_first_chunk", "t_last", "usage_chunk")
+_CHUNK_SLOTS = ("__weakref__", "busy", "call", "chunks", "content", "counted", "cpu_at",
+                "cpu_first", "first_chunk", "first_chunk_ref", "first_cpu", "first_ref",
+                "following", "in_next", "k", "last_ref", "meta_chunk", "next", "observe", "outputs",
+                "plain_next", "read_seen", "ref", "t_chunk", "t_first", "t_first_chunk", "t_last",
+                "usage_chunk")
 
 
 class _Chunks:
@@ -86,7 +88,23 @@ class _Chunks:
         self.first_cpu = 0.0
         self.cpu_first: float | None = None
         self.content = call.content
+        # Arrival times (``_wire``): taken until the first output token, and after it while
+        # the client may be late.
+        self.following: Any = None
+        self.busy = False
+        self.ref = self.first_ref = self.last_ref = self.first_chunk_ref = None
+        self.read_seen = self.k = self.counted = 0
+        self.cpu_at: Any = None
         call.stream = weakref.ref(self)
+
+    def precise(self, fetch: Any) -> Any:
+        """``fetch`` with each chunk matched to its event on the wire."""
+        raise NotImplementedError
+
+    def first_output(self) -> None:
+        """The first output token was handed over (once per stream)."""
+        self.next = self.plain_next
+        _wire.first_output(self)
 
     def __del__(self) -> None:
         try:
@@ -101,6 +119,9 @@ class _SyncChunks(_Chunks):
     """The sync per-chunk hot path."""
 
     __slots__ = ()
+
+    def precise(self, fetch: Any) -> Any:
+        return _wire.precise_sync(self, fetch)
 
     def __iter__(self) -> Any:
         return self
@@ -130,7 +151,7 @@ class _SyncChunks(_Chunks):
             if self.observe(self, chunk):
                 if self.t_first is None:
                     self.t_first = t
-                    self.next = self.plain_next
+                    self.first_output()
                 self.t_last = t
                 self.outputs += 1
         except Exception:  # noqa: BLE001 - an odd chunk must not reach the program
@@ -145,6 +166,9 @@ class _AsyncChunks(_Chunks):
     every chunk, about a fifth of what the proxy costs per chunk."""
 
     __slots__ = ()
+
+    def precise(self, fetch: Any) -> Any:
+        return _wire.precise_async(self, fetch)
 
     def __aiter__(self) -> Any:
         return self
@@ -174,7 +198,7 @@ class _AsyncChunks(_Chunks):
             if self.observe(self, chunk):
                 if self.t_first is None:
                     self.t_first = t
-                    self.next = self.plain_next
+                    self.first_output()
                 self.t_last = t
                 self.outputs += 1
         except Exception:  # noqa: BLE001
@@ -189,13 +213,18 @@ def _timed_until_first_token(chunks: _Chunks, fetch: Any) -> Any:
     parsing), not the server's prefill.  Async streams are not measured: other tasks run on
     the thread meanwhile."""
 
+    state = weakref.ref(chunks)  # the wrapper lives on ``chunks``: no reference cycle
+
     def timed() -> Any:
         cpu = thread_time()
         try:
             return fetch()
         finally:
-            chunks.cpu_first = now = thread_time()
-            chunks.first_cpu = now - cpu
+            now = thread_time()
+            owner = state()
+            if owner is not None:
+                owner.cpu_first = now
+                owner.first_cpu = now - cpu
 
     return timed
 
@@ -205,9 +234,13 @@ def _sent_on_first_fetch(chunks: _Chunks, fetch: Any) -> Any:
     request on the first ``next()`` (a generator; litellm's Anthropic path) has its HTTP
     attempt seen and carrying ``traceparent``."""
 
+    state = weakref.ref(chunks)  # the wrapper lives on ``chunks``: no reference cycle
+    call = chunks.call
+
     def first() -> Any:
-        chunks.next = fetch
-        call = chunks.call
+        owner = state()
+        if owner is not None:
+            owner.next = fetch
         token = CURRENT.set(call)
         ctx_token = otel_context.attach(call.context)
         try:
@@ -215,6 +248,8 @@ def _sent_on_first_fetch(chunks: _Chunks, fetch: Any) -> Any:
         finally:
             otel_context.detach(ctx_token)
             CURRENT.reset(token)
+            if owner is not None:
+                _wire.start(owner)
 
     return first
 
@@ -222,9 +257,13 @@ def _sent_on_first_fetch(chunks: _Chunks, fetch: Any) -> Any:
 def _async_sent_on_first_fetch(chunks: _Chunks, fetch: Any) -> Any:
     """:func:`_sent_on_first_fetch` for async streams."""
 
+    state = weakref.ref(chunks)  # the wrapper lives on ``chunks``: no reference cycle
+    call = chunks.call
+
     async def first() -> Any:
-        chunks.next = fetch
-        call = chunks.call
+        owner = state()
+        if owner is not None:
+            owner.next = fetch
         token = CURRENT.set(call)
         ctx_token = otel_context.attach(call.context)
         try:
@@ -232,6 +271,8 @@ def _async_sent_on_first_fetch(chunks: _Chunks, fetch: Any) -> Any:
         finally:
             otel_context.detach(ctx_token)
             CURRENT.reset(token)
+            if owner is not None:
+                _wire.start(owner)
 
     return first
 
@@ -249,8 +290,10 @@ class SyncStream(ObjectProxy):
         # The iterator outlives the proxy in ``for chunk in client...create(stream=True)``;
         # its __del__ ends a call nobody finished.
         self._self_chunks = chunks = _SyncChunks(call, _sdk_next(wrapped, "__next__"))
-        chunks.next = _timed_until_first_token(chunks, chunks.plain_next)
-        if not call.attempts:
+        chunks.next = _timed_until_first_token(chunks, chunks.precise(chunks.plain_next))
+        if call.attempts:
+            _wire.start(chunks)
+        else:
             chunks.next = _sent_on_first_fetch(chunks, chunks.next)
         call.defer()
 
@@ -284,7 +327,10 @@ class AsyncStream(ObjectProxy):
         super().__init__(wrapped)
         self._self_call = call
         self._self_chunks = chunks = _AsyncChunks(call, _sdk_next(wrapped, "__anext__"))
-        if not call.attempts:
+        chunks.next = chunks.precise(chunks.plain_next)
+        if call.attempts:
+            _wire.start(chunks)
+        else:
             chunks.next = _async_sent_on_first_fetch(chunks, chunks.next)
         call.defer()
 

@@ -3,6 +3,9 @@ attempts an owner (an LLM call) makes, for httpx/httpx2 (httpcore's ``trace`` ev
 aiohttp (its trace signals), requests/urllib3, asyncio and plain sockets, and WebSocket
 connection setups.
 
+Arrival times (:func:`follow`): when each response event's bytes reached this host, from
+the kernel's receive stamps, taken on demand while the owner's client may be busy.
+
 It knows nothing of LLMs: an owner sets :data:`CURRENT` while its client sends and receives
 its :class:`Attempt` objects through ``add_attempt``; outside an owner every patch calls
 straight through.  The patches are reference counted (:class:`~.._shared.SharedPatch`):
@@ -12,18 +15,27 @@ each instrumentor that needs one acquires it and releases it when uninstrumented
 from __future__ import annotations
 
 from ._aiohttp import PATCH as aiohttp_patch
+from ._arrivals import AT_READ, ESTIMATED, MEASURED, Arrival, Arrivals
 from ._attempt import RTT_CONNECT, RTT_LAST_SEEN, RTT_NONE, RTT_TCP_INFO, Attempt
 from ._context import CURRENT, Owner
+from ._follow import Following, follow
 from ._httpcore import PATCH as httpx_send_patch
 from ._sockets import PATCH as sockets_patch
 from ._sockets import NetPhases, Recording
 from ._urllib3 import TARGETS as urllib3_targets
-from ._websocket import ConnectionSetup, websocket_socket
+from ._websocket import ConnectionSetup, MessageArrivals, date_messages, websocket_socket
 
 __all__ = [
+    "AT_READ",
+    "Arrival",
+    "Arrivals",
     "Attempt",
     "CURRENT",
     "ConnectionSetup",
+    "ESTIMATED",
+    "Following",
+    "MEASURED",
+    "MessageArrivals",
     "NetPhases",
     "Owner",
     "RTT_CONNECT",
@@ -32,6 +44,8 @@ __all__ = [
     "RTT_TCP_INFO",
     "Recording",
     "aiohttp_patch",
+    "date_messages",
+    "follow",
     "httpx_send_patch",
     "sockets_patch",
     "urllib3_targets",

@@ -37,8 +37,8 @@ class Attempt:
     """
 
     __slots__ = ("bytes_received", "bytes_sent", "connect", "cpu_sent", "dns", "dns_base",
-                 "error", "host", "net", "on_closed", "port", "request_id", "response",
-                 "reused", "rtt", "rtt_source", "secure", "sock", "status", "t_body_done",
+                 "error", "following", "host", "net", "on_closed", "port", "request_id", "response",
+                 "reused", "rtt", "rtt_source", "secure", "sock", "status", "stream", "t_body_done",
                  "t_closed", "t_connect", "t_headers", "t_received", "t_return", "t_send",
                  "t_sent", "t_start", "t_tls", "tls", "tls_base")
 
@@ -69,6 +69,8 @@ class Attempt:
         self.cpu_sent: float | None = None  # the sending thread's CPU clock at t_sent
         self.reused = True
         self.sock: Any = None
+        self.stream: Any = None  # the client library's network stream (httpcore's), if known
+        self.following: Any = None  # arrival times being taken on it (``_follow``)
         self.rtt = 0.0
         self.rtt_source = RTT_NONE
         self.status = 0
@@ -179,10 +181,10 @@ class Attempt:
         self.request_id = headers.get("x-request-id") or headers.get("request-id")
         if self.t_headers is None:
             self.t_headers = self.t_return
-        if self.sock is None:
-            stream = response.extensions.get("network_stream")
-            if stream is not None:
-                self.sock = socket_of(stream)
+        if self.stream is None:
+            self.stream = response.extensions.get("network_stream")
+        if self.sock is None and self.stream is not None:
+            self.sock = socket_of(self.stream)
         self.measure_rtt()
 
     def measure_rtt(self) -> None:
@@ -199,6 +201,22 @@ class Attempt:
         else:
             return
         _last_rtt[key] = self.rtt
+
+    def stop_following(self) -> None:
+        """Stop taking arrival times on this attempt's connection."""
+        following, self.following = self.following, None
+        if following is not None:
+            following.stop()
+            self.wire_sent(following.arrivals.t_sent)
+
+    def wire_sent(self, t: float | None) -> None:
+        """The kernel's stamp of the request's last byte leaving: ``t_sent`` is moved to it
+        when the writer's own mark is later (the GIL or the scheduler delayed the writer)."""
+        if t is None or self.t_sent is None or t >= self.t_sent:
+            return
+        self.t_sent = max(t, self.t_start)
+        if self.t_send is not None and self.t_send > self.t_sent:
+            self.t_send = self.t_sent
 
     def failed(self, exc: BaseException) -> None:
         """The attempt raised ``exc`` (nothing came back, or not in full)."""

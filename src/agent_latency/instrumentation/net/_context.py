@@ -23,6 +23,8 @@ class Owner(Protocol):
     net: NetPhases
     #: The attempts started so far, in order.
     attempts: list[Attempt]
+    #: Whether arrival times are wanted on its attempts' connections (``_follow``).
+    wants_arrivals: bool
     #: Whether to inject W3C ``traceparent`` into the request, and the context to inject.
     propagate: bool
     context: Any

@@ -1,6 +1,7 @@
 """httpx and httpx2: each request sent while an owner is current (:data:`._context.CURRENT`)
 gets our httpcore ``trace`` callback, chained with one the program set, and a W3C
-``traceparent``.
+``traceparent``; its HTTP/1.1 connection (httpcore's ``HTTP11Connection``) gives the stream
+whose reads arrival times are taken on.
 
 httpcore and httpcore2 call the callback with ``connection.connect_tcp.*``,
 ``connection.start_tls.*``, ``http11|http2.send_request_headers.*`` … events, which give the
@@ -23,11 +24,26 @@ from ..._log import FAULTS, fault, internal_error
 from .._shared import SharedPatch
 from ._attempt import Attempt
 from ._context import CURRENT
+from ._follow import follow
 from ._kernel import socket_of
 
 
 def _connected(attempt: Attempt, t: float, info: Any) -> None:
-    attempt.connected(t, socket_of(info.get("return_value")))
+    stream = info.get("return_value")
+    attempt.stream = stream
+    attempt.connected(t, socket_of(stream))
+
+
+def _tls_done(attempt: Attempt, t: float, info: Any) -> None:
+    # The TLS stream replaces the plain one (a sync client's socket object is detached
+    # from its descriptor by ``wrap_socket``): read and asked through the new one.
+    stream = info.get("return_value")
+    if stream is not None:
+        attempt.stream = stream
+        sock = socket_of(stream)
+        if sock is not None:
+            attempt.sock = sock
+    attempt.tls_done(t)
 
 
 def _closed(attempt: Attempt, t: float, info: Any) -> None:
@@ -41,7 +57,7 @@ _HANDLERS: dict[str, Any] = {
     "connection.connect_tcp.complete": _connected,
     "connection.connect_unix_socket.complete": _connected,
     "connection.start_tls.started": lambda a, t, info: a.tls_started(t),
-    "connection.start_tls.complete": lambda a, t, info: a.tls_done(t),
+    "connection.start_tls.complete": _tls_done,
 }
 for _proto in ("http11", "http2"):
     _HANDLERS.update({
@@ -155,22 +171,71 @@ async def async_send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any
     return _got_response(attempt, response)
 
 
-_TARGETS = (("httpx", "Client", False), ("httpx", "AsyncClient", True),
-            ("httpx2", "Client", False), ("httpx2", "AsyncClient", True))
+def _on_connection(owner: Any, connection: Any) -> None:
+    """An HTTP/1.1 connection of httpcore takes the owner's current attempt: its stream is
+    known now, before the response is read, pooled or new; arrival times start here."""
+    try:
+        attempts = owner.attempts
+        if not attempts:
+            return
+        attempt = attempts[-1]
+        stream = getattr(connection, "_network_stream", None)
+        if stream is not None:
+            attempt.stream = stream
+            sock = socket_of(stream)
+            if sock is not None:
+                attempt.sock = sock
+        if owner.wants_arrivals and attempt.following is None:
+            attempt.following = follow(attempt)
+    except Exception:  # noqa: BLE001
+        internal_error("network.connection")
+
+
+def connection_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``HTTP11Connection.handle_request``: the attempt's connection."""
+    owner = CURRENT.get()
+    if owner is not None:
+        _on_connection(owner, instance)
+    return wrapped(*args, **kwargs)
+
+
+async def async_connection_wrapper(wrapped: Any, instance: Any, args: Any,
+                                   kwargs: Any) -> Any:
+    """``AsyncHTTP11Connection.handle_async_request``: as :func:`connection_wrapper`."""
+    owner = CURRENT.get()
+    if owner is not None:
+        _on_connection(owner, instance)
+    return await wrapped(*args, **kwargs)
+
+
+# (module, class, method, wrapper): the clients' ``send`` and httpcore's HTTP/1.1
+# connections (HTTP/2 multiplexes several responses on one socket: its bytes are not dated).
+_TARGETS = (
+    ("httpx", "Client", "send", send_wrapper),
+    ("httpx", "AsyncClient", "send", async_send_wrapper),
+    ("httpx2", "Client", "send", send_wrapper),
+    ("httpx2", "AsyncClient", "send", async_send_wrapper),
+    ("httpcore._sync.http11", "HTTP11Connection", "handle_request", connection_wrapper),
+    ("httpcore._async.http11", "AsyncHTTP11Connection", "handle_async_request",
+     async_connection_wrapper),
+    ("httpcore2._sync.http11", "HTTP11Connection", "handle_request", connection_wrapper),
+    ("httpcore2._async.http11", "AsyncHTTP11Connection", "handle_async_request",
+     async_connection_wrapper),
+)
 _patched: list[tuple[Any, str]] = []
 
 
 def _apply() -> None:
-    for module_name, cls_name, is_async in _TARGETS:
+    for module_name, cls_name, method, wrapper in _TARGETS:
         try:
             module = importlib.import_module(module_name)
         except ImportError:
             continue
         cls = getattr(module, cls_name, None)
-        if cls is None:
+        if cls is None or not hasattr(cls, method):
             continue
-        wrap_function_wrapper(cls, "send", async_send_wrapper if is_async else send_wrapper)
-        _patched.append((cls, "send"))
+        wrap_function_wrapper(cls, method, wrapper)
+        _patched.append((cls, method))
 
 
 def _remove() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 import struct
 import sys
+import threading
+import time
 from typing import Any
 
 _TCP_INFO = getattr(socket, "TCP_INFO", None) if sys.platform.startswith("linux") else None
@@ -54,3 +56,139 @@ def socket_of(stream: Any) -> Any:
         return stream.get_extra_info("socket")
     except Exception:  # noqa: BLE001 - any stream type may lack it
         return None
+
+
+# -- arrival times: the kernel's receive timestamps ------------------------------------------
+# SO_TIMESTAMPNS (Linux; Python < 3.12 lacks the name): each received segment is stamped
+# with the CLOCK_REALTIME time it reached this host, given to ``recvmsg`` as a control message.
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35) if _TCP_INFO is not None else None
+_CMSG_SPACE = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
+_PEEK = getattr(socket, "MSG_PEEK", 0) | getattr(socket, "MSG_DONTWAIT", 0)
+# The most a peek copies (into a buffer of the thread's own, never allocated per peek): the
+# newest segment's stamp comes with the last queued byte.
+_PEEK_MAX = 1 << 18
+_TIMESPEC = struct.Struct("=qq")
+_buffers = threading.local()
+
+
+class Clock:
+    """CLOCK_REALTIME nanoseconds to ``perf_counter`` seconds (CLOCK_MONOTONIC on Linux).
+
+    The offset between the two clocks is read once and again every minute (a clock step or
+    an NTP slew moves it): the read is two clock calls, a microsecond apart.
+    """
+
+    __slots__ = ("_checked", "_offset")
+
+    def __init__(self) -> None:
+        self._checked = -1e18
+        self._offset = 0.0
+
+    def perf(self, realtime_ns: int) -> float:
+        now = time.perf_counter()
+        if now - self._checked > 60.0:
+            self._offset = time.time_ns() / 1e9 - time.perf_counter()
+            self._checked = now
+        return realtime_ns / 1e9 - self._offset
+
+
+CLOCK = Clock()
+
+
+def enable_timestamps(sock: Any) -> bool:
+    """Ask the kernel to stamp every segment ``sock`` receives; False where it cannot."""
+    if _SO_TIMESTAMPNS is None or sock is None:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    except (OSError, AttributeError, TypeError, ValueError):
+        return False
+    return True
+
+
+def peek_queued(fd: int, family: int) -> tuple[int, float | None] | None:
+    """``(bytes queued, when the newest of them arrived)`` on the TCP socket ``fd``, without
+    taking them (``MSG_PEEK``), or None when nothing is queued (or it cannot be asked).
+
+    Segments that arrived while nobody read are coalesced by the kernel, and the merged one
+    carries the newest stamp: the time is the newest arrival's, not the oldest's.
+    """
+    try:
+        view = socket.socket(family, socket.SOCK_STREAM, 0, fileno=fd)
+    except OSError:
+        return None
+    buffer = getattr(_buffers, "peek", None)
+    if buffer is None:
+        buffer = _buffers.peek = bytearray(_PEEK_MAX)
+    try:
+        size, ancillary, _flags, _address = view.recvmsg_into([buffer], _CMSG_SPACE, _PEEK)
+    except OSError:  # BlockingIOError included: nothing queued
+        return None
+    finally:
+        view.detach()  # the fd stays the program's: never closed here
+    if not size:
+        return None
+    for level, kind, raw in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(raw) >= 16:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(raw)
+            return size, CLOCK.perf(seconds * 1_000_000_000 + nanoseconds)
+    return size, None
+
+
+def tcp_bytes_received(sock: Any) -> int | None:
+    """Bytes ``sock`` has received since it connected (``tcpi_bytes_received``), or None."""
+    if _TCP_INFO is None or sock is None:
+        return None
+    try:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _BYTES_END)
+    except (OSError, AttributeError, TypeError, ValueError):
+        return None
+    if len(raw) < _BYTES_END:
+        return None
+    return int(struct.unpack_from("=Q", raw, _BYTES + 8)[0])
+
+
+# -- when the request's last byte left: the kernel's transmit stamps ----------------------------
+# SO_TIMESTAMPING with software transmit stamps, one per send call (OPT_ID), no payload copied
+# back (OPT_TSONLY); they wait in the socket's error queue until read.
+_SO_TIMESTAMPING = 37 if _TCP_INFO is not None else None
+_TX_FLAGS = (1 << 1) | (1 << 4) | (1 << 7) | (1 << 11)
+_MSG_ERRQUEUE = 0x2000
+
+
+def transmit_stamps(sock: Any, on: bool) -> bool:
+    """Start (or stop) stamping what ``sock`` transmits; False where it cannot."""
+    if _SO_TIMESTAMPING is None or sock is None:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPING, _TX_FLAGS if on else 0)
+    except (OSError, AttributeError, TypeError, ValueError):
+        return False
+    return True
+
+
+def last_transmitted(fd: int, family: int) -> float | None:
+    """The newest transmit stamp waiting in ``fd``'s error queue (``perf_counter`` seconds),
+    the queue emptied; None when there is none.  A stamp left there would make the socket
+    poll as in error: every reader of a stamped socket drains it."""
+    try:
+        view = socket.socket(family, socket.SOCK_STREAM, 0, fileno=fd)
+    except OSError:
+        return None
+    newest: int | None = None
+    try:
+        for _ in range(64):
+            try:
+                _data, ancillary, _flags, _address = view.recvmsg(
+                    0, 512, _MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+            except OSError:
+                break
+            for level, kind, raw in ancillary:
+                if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPING and len(raw) >= 16:
+                    seconds, nanoseconds = _TIMESPEC.unpack_from(raw)
+                    stamp = seconds * 1_000_000_000 + nanoseconds
+                    if stamp and (newest is None or stamp > newest):
+                        newest = stamp
+    finally:
+        view.detach()
+    return CLOCK.perf(newest) if newest is not None else None

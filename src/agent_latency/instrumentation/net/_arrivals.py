@@ -1,0 +1,269 @@
+"""When the bytes of one response reached this host: arrival times from the wire.
+
+A response's events (SSE events, the last byte of a body) are dated when their bytes arrived,
+not when the client library handed them to the program: in between sit a garbage
+collection, a busy event loop, another thread holding the GIL, or the SDK's first parse, and
+those are the client's time, not the server's.
+
+Two kinds of observation are kept per connection, each saying "TCP bytes up to ``cum`` had
+arrived by ``t``":
+
+- ``KERNEL``: the kernel's receive stamp (``SO_TIMESTAMPNS``) of the newest queued byte,
+  read with ``MSG_PEEK`` by the reader just before it reads, or by the watcher thread
+  (:mod:`._watcher`) while the reader is away.  Segments that arrived while nobody looked
+  are coalesced by the kernel and carry the newest stamp only.
+- ``READ``: the time a read took the bytes: the arrival when the reader was waiting for
+  them, an upper bound otherwise.
+
+The reads themselves (:meth:`Arrivals.read`) say where each event ends on the wire: the
+block's event separators, mapped from its plaintext to the TCP bytes it consumed (the same
+bytes without TLS; in proportion with it).
+
+An event's arrival is then the first observation that covers its last byte: exact
+(``measured``) when it was the newest byte of a kernel observation; when several events
+were coalesced into one observation, the earlier ones are dated back from the newest at the
+pace the exact observations of the same connection show (``estimated``), never before the
+previous observation; a read's time is ``read``.  Each comes with its bound: how early the
+bytes may have arrived.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import socket
+import termios
+from bisect import bisect_left, bisect_right
+from itertools import pairwise
+from statistics import median
+from time import perf_counter
+from typing import Any
+
+from ... import semconv
+from ._kernel import (
+    enable_timestamps,
+    last_transmitted,
+    peek_queued,
+    tcp_bytes_received,
+    transmit_stamps,
+)
+
+KERNEL = 0
+READ = 1
+
+#: Where an arrival time came from.
+MEASURED = semconv.ARRIVAL_MEASURED
+ESTIMATED = semconv.ARRIVAL_ESTIMATED
+AT_READ = semconv.ARRIVAL_READ
+
+_INT = b"\0\0\0\0"
+
+
+def _queued(fd: int) -> int:
+    """Bytes waiting in ``fd``'s receive queue (``FIONREAD``)."""
+    try:
+        return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, _INT), "little")
+    except OSError:
+        return 0
+
+
+class Arrival:
+    """One arrival time: ``t`` (``perf_counter`` seconds), its ``source`` and its ``bound``
+    (the bytes arrived no earlier than ``t - bound``)."""
+
+    __slots__ = ("bound", "source", "t")
+
+    def __init__(self, t: float, source: str, bound: float) -> None:
+        self.t = t
+        self.source = source
+        self.bound = bound
+
+    def __repr__(self) -> str:
+        return f"Arrival({self.t:.6f}, {self.source}, ±{self.bound:.6f})"
+
+
+class Arrivals:
+    """Observations of one connection's receive queue, and where its events end.
+
+    Made for a connection whose owner wants arrival times; ``read`` is called by the tap
+    around the client's reads, ``observe`` by the tap before a read and by the watcher.
+    """
+
+    __slots__ = ("__weakref__", "block_end", "block_start", "carry", "consumed", "cum", "ends",
+                 "family", "fd", "kind", "plain", "reads", "sock", "stamping", "t", "t_sent",
+                 "t_start", "watched")
+
+    def __init__(self, sock: Any) -> None:
+        self.t_start = perf_counter()  # nothing read from now on arrived before it
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.family = getattr(sock, "family", socket.AF_INET)
+        enable_timestamps(sock)
+        self.cum: list[int] = []
+        self.t: list[float] = []
+        self.kind: list[int] = []
+        received = tcp_bytes_received(sock)
+        self.consumed = (received - _queued(self.fd)) if received is not None else 0
+        self.plain = 0
+        self.ends: list[int] = []
+        self.block_start = self.block_end = 0
+        self.reads = 0
+        # The event being read across blocks: (has data, is a keep-alive or [DONE]) and the
+        # block's last byte (a separator split across two reads).
+        self.carry = (False, False, b"")
+        self.watched = False
+        # When the request's last byte left (the kernel's transmit stamp), while a request
+        # is being written on the connection.
+        self.t_sent: float | None = None
+        self.stamping = False
+
+    # -- the request ---------------------------------------------------------------------------
+    def sending(self) -> None:
+        """A request is about to be written: stamp what leaves until the response comes."""
+        if not self.stamping:
+            self.stamping = transmit_stamps(self.sock, True)
+
+    def sent(self) -> None:
+        """Collect the transmit stamps queued so far (the newest: the last byte out)."""
+        if self.stamping:
+            t = last_transmitted(self.fd, self.family)
+            if t is not None:
+                self.t_sent = t
+
+    def done_sending(self) -> None:
+        """The response is being read: the request is all out; stop stamping."""
+        if self.stamping:
+            self.sent()
+            transmit_stamps(self.sock, False)
+            self.sent()  # one that landed while stamping was turned off
+            self.stamping = False
+
+    # -- observations -------------------------------------------------------------------
+    def observe(self) -> int:
+        """Look at the receive queue: an observation when bytes wait there.  Returns how
+        many wait."""
+        # The count first: a segment landing between the two reads then has a stamp later
+        # than the bytes it is filed under (an upper bound), never an earlier one.
+        received = tcp_bytes_received(self.sock)
+        got = peek_queued(self.fd, self.family)
+        if got is None:
+            return 0
+        size, t = got
+        if t is not None and received is not None:
+            self._add(received, t, KERNEL)
+        return size
+
+    def _add(self, cum: int, t: float, kind: int) -> None:
+        cums = self.cum
+        if cums and cum <= cums[-1]:
+            return  # nothing newer than what is known
+        cums.append(cum)
+        self.t.append(t)
+        self.kind.append(kind)
+
+    # -- reads ---------------------------------------------------------------------------
+    def read(self, data: bytes, t: float) -> None:
+        """The client took ``data`` (plaintext) at ``t``: the bytes it consumed had arrived
+        by then, and its events end where the block's separators map to on the wire."""
+        received = tcp_bytes_received(self.sock)
+        c0 = self.consumed
+        c1 = received - _queued(self.fd) if received is not None else c0 + len(data)
+        if c1 < c0:
+            c1 = c0
+        self._add(c1, t, READ)
+        self.consumed = c1
+        start = len(self.ends)
+        size = len(data)
+        if size:
+            scale = (c1 - c0) / size
+            for pos in self._event_ends(data):
+                self.ends.append(c0 + min(round(pos * scale), c1 - c0))
+            self.plain += size
+        self.block_start, self.block_end = start, len(self.ends)
+        self.reads += 1
+
+    def _event_ends(self, data: bytes) -> list[int]:
+        """Offsets in ``data`` just past each complete SSE event that carries data (not a
+        keep-alive comment, ``ping`` or ``[DONE]``)."""
+        has_data, skip, last = self.carry
+        out: list[int] = []
+        prev = 0
+        search = last + data
+        shift = len(last)
+        pos = search.find(b"\n\n")
+        while pos != -1:
+            end = pos + 2 - shift
+            segment = data[prev:end] if end > 0 else b""
+            has_data = has_data or b"data:" in segment
+            skip = skip or b"[DONE]" in segment or b"event: ping" in segment
+            if has_data and not skip and end > 0:
+                out.append(end)
+            has_data = skip = False
+            prev = max(end, 0)
+            pos = search.find(b"\n\n", pos + 2)
+        rest = data[prev:]
+        has_data = has_data or b"data:" in rest
+        skip = skip or b"[DONE]" in rest or b"event: ping" in rest
+        self.carry = (has_data, skip, data[-1:])
+        return out
+
+    # -- dating ------------------------------------------------------------------------------
+    def latest_event(self, k: int) -> int | None:
+        """The wire offset of the ``k``-th event completed by the latest read (the ``k``-th
+        chunk a client hands over after that read), or None."""
+        index = self.block_start + k
+        return self.ends[index] if index < self.block_end else None
+
+    def pace(self, after: int = -1) -> float | None:
+        """The time between events where the kernel stamped them one by one (the server's
+        pace): the median over consecutive exact event arrivals, counting only events that
+        end after wire offset ``after`` (the ones before a stream's first token come at
+        once, then wait for the prefill)."""
+        exact: list[tuple[int, float]] = []  # (event index, its arrival)
+        ends, cums = self.ends, self.cum
+        for j, cum in enumerate(cums):
+            if self.kind[j] != KERNEL or cum <= after:
+                continue
+            low = cums[j - 1] if j else -1
+            last = bisect_right(ends, cum)
+            if last - bisect_right(ends, low) == 1:
+                exact.append((last - 1, self.t[j]))
+        paces = [(t2 - t1) / (i2 - i1) for (i1, t1), (i2, t2) in pairwise(exact)
+                 if i2 > i1 and t2 > t1]
+        return median(paces) if paces else None
+
+    def arrival(self, offset: int, pace: float | None = None, *,
+                paced: bool = True) -> Arrival | None:
+        """When the byte at wire ``offset`` (an event's last byte) arrived, or None when no
+        observation covers it.
+
+        ``paced``: whether the events after it came at the server's pace (output tokens
+        after an output token), or right after it (the closing events after the last
+        token): only paced ones date a coalesced event back."""
+        cums = self.cum
+        j = bisect_left(cums, offset)
+        if j == len(cums):
+            return None
+        t_obs = self.t[j]
+        low = self.t[j - 1] if j else self.t_start
+        ends = self.ends
+        later = bisect_right(ends, cums[j]) - bisect_right(ends, offset)
+        if self.kind[j] == KERNEL and later == 0:
+            return Arrival(t_obs, MEASURED, 0.0)
+        t = t_obs
+        if later and paced:
+            if pace is None:
+                pace = self.pace()
+            if pace is not None:
+                t = t_obs - later * pace
+            else:
+                # No pace known: the coalesced events spread evenly over their window.
+                inside = later + bisect_right(ends, offset) - bisect_right(
+                    ends, cums[j - 1] if j else -1)
+                t = low + (t_obs - low) * (inside - later) / inside
+        t = max(t, low)
+        source = AT_READ if self.kind[j] == READ and not (later and paced) else ESTIMATED
+        return Arrival(t, source, max(t - low, 0.0))
+
+    def last_byte(self) -> Arrival | None:
+        """When the last byte read so far arrived."""
+        return self.arrival(self.consumed) if self.reads else None

@@ -1,0 +1,139 @@
+"""One daemon thread that waits for bytes on watched connections while their readers are away
+(a busy event loop, a program working between chunks) and stamps each arrival.
+
+It waits in ``epoll`` without the GIL, edge-triggered: every new segment wakes it, read or not,
+and it records the kernel's stamp of the newest queued byte (:meth:`Arrivals.observe`).
+While something else holds the GIL (a garbage collection, a C extension) it cannot run and
+the kernel coalesces what arrives; those events are then dated from the pace.
+
+Connections are watched only while an owner asks (a busy client): an idle watcher costs
+nothing, a watched arrival about ten microseconds of this thread.  Under gevent's monkey
+patching, or where ``epoll`` is missing, nothing is watched (the readers' own observations
+remain).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import threading
+from typing import Any
+
+from ..._log import internal_error, logger
+from ._arrivals import Arrivals
+
+_EPOLLIN = getattr(select, "EPOLLIN", 0)
+_EPOLLERR = getattr(select, "EPOLLERR", 0)
+_EPOLL_FLAGS = _EPOLLIN | getattr(select, "EPOLLET", 0)
+
+
+def _threads_are_greenlets() -> bool:
+    gevent_monkey = sys.modules.get("gevent.monkey")
+    if gevent_monkey is None:
+        return False
+    try:
+        return bool(gevent_monkey.is_module_patched("threading"))
+    except Exception:  # noqa: BLE001
+        return True
+
+
+class Watcher:
+    """The watching thread and the connections it watches (by file descriptor)."""
+
+    __slots__ = ("_epoll", "_lock", "_thread", "_watched", "available")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._epoll: Any = None
+        self._thread: threading.Thread | None = None
+        self._watched: dict[int, Arrivals] = {}
+        self.available = hasattr(select, "epoll")
+
+    def watch(self, arrivals: Arrivals) -> None:
+        """Stamp ``arrivals``' connection's bytes from now on, until :meth:`unwatch`."""
+        if not self.available or arrivals.watched:
+            return
+        with self._lock:
+            if self._epoll is None and not self._start():
+                return
+            fd = arrivals.fd
+            try:
+                if fd in self._watched:
+                    self._epoll.modify(fd, _EPOLL_FLAGS)
+                else:
+                    self._epoll.register(fd, _EPOLL_FLAGS)
+            except OSError:
+                return
+            self._watched[fd] = arrivals
+            arrivals.watched = True
+
+    def unwatch(self, arrivals: Arrivals) -> None:
+        """Stop watching ``arrivals``' connection (closing it also stops it)."""
+        if not arrivals.watched:
+            return
+        arrivals.watched = False
+        with self._lock:
+            fd = arrivals.fd
+            if self._watched.get(fd) is arrivals:
+                del self._watched[fd]
+                try:
+                    self._epoll.unregister(fd)
+                except (OSError, ValueError):
+                    pass  # already closed: the kernel dropped it
+
+    def _start(self) -> bool:
+        if _threads_are_greenlets():
+            self.available = False
+            logger.info("agent-latency: gevent patches threads; arrival times come from the "
+                        "readers only")
+            return False
+        try:
+            self._epoll = select.epoll()
+            thread = threading.Thread(target=self._run, name="agent-latency-watcher",
+                                      daemon=True)
+            thread.start()
+        except (OSError, RuntimeError):
+            # No thread at interpreter shutdown, or no epoll: the readers' observations remain.
+            self.available = False
+            if self._epoll is not None:
+                self._epoll.close()
+                self._epoll = None
+            return False
+        self._thread = thread
+        return True
+
+    def _run(self) -> None:
+        epoll = self._epoll
+        watched = self._watched
+        while True:
+            try:
+                events = epoll.poll()
+            except InterruptedError:
+                continue
+            except (OSError, ValueError):
+                return  # closed (after a fork, or at exit)
+            for fd, mask in events:
+                arrivals = watched.get(fd)
+                if arrivals is None:
+                    continue
+                try:
+                    if mask & _EPOLLERR:
+                        arrivals.sent()  # a transmit stamp, or a real error for the reader
+                    if mask & _EPOLLIN:
+                        arrivals.observe()
+                except Exception:  # noqa: BLE001
+                    internal_error("net.watcher")
+
+    def after_fork(self) -> None:
+        """In a forked child: no thread, a fresh epoll on first use."""
+        self._lock = threading.Lock()
+        self._epoll = None
+        self._thread = None
+        self._watched = {}
+
+
+WATCHER = Watcher()
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=WATCHER.after_fork)
