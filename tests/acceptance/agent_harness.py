@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import math
 import os
 import re
 import subprocess
@@ -201,10 +200,6 @@ class Agent:
     min_tool_time: float = 0.2  # the first command of the shell scripts sleeps 0.2 s
     function_tool_time: float | None = None
     tool_time_tolerance: float = 0.01
-    # The program is busy as its first streamed response arrives (the SDK's first parse builds
-    # its models) and the stream is async, where no CPU time says so: that call's prefill is
-    # checked as an upper bound, like a busy sync client's.
-    busy_first_stream: bool = False
 
     def argv(self, python: str, base_url: str) -> list[str]:
         return [part.format(python=python, bin=Path(python).parent, agents=AGENTS,
@@ -507,9 +502,6 @@ class _Found:
             if rec["stream"] and rec["status"] == 200:
                 self.check(semconv.LLM_TTFT in a, f"{where}: streamed, no {semconv.LLM_TTFT}")
                 busy = a.get(semconv.LLM_CLIENT_BUSY) or 0.0
-                if (self.run.agent.busy_first_stream and not busy_calls
-                        and semconv.LLM_CLIENT_BUSY not in a):
-                    busy = math.inf
                 if busy > max(_BUSY_SHARE * (a.get(semconv.LLM_PREFILL) or 0.0), _BUSY_FLOOR):
                     busy_calls += 1
                     self.busy_client(where, a, rec, busy)

@@ -31,11 +31,7 @@ pytestmark = [pytest.mark.slow,
 SCRIPT = "lookup_agent.json"
 LOOKUP = {"files": {}, "stdout": "answer is 42", "other_tools": ("lookup",),
           "min_tool_time": 0.2, "function_tool_time": 0.2}
-# The first streamed Anthropic response of a process arrives while the program builds the
-# SDK's pydantic models for its first parse (0.1-0.2 s here): the async stream sees its first
-# token that late, so that call's prefill is checked as an upper bound.
-ANTHROPIC = {"env": {"ANTHROPIC_BASE_URL": "{server}", "ANTHROPIC_API_KEY": "sk-ant-sim"},
-             "busy_first_stream": True}
+ANTHROPIC = {"env": {"ANTHROPIC_BASE_URL": "{server}", "ANTHROPIC_API_KEY": "sk-ant-sim"}}
 
 # In this project's own environment.
 AGENTS = [
