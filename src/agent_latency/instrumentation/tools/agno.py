@@ -18,39 +18,25 @@ from typing import Any
 from opentelemetry.trace import Span, Status, StatusCode
 
 from ... import semconv
-from ..._scope import start_tool, tool_attributes
-from ._frameworks import FrameworkInstrumentor, acall_as_tool, call_as_tool
+from ._frameworks import ToolInstrumentor
 
 
-def _start(call: Any) -> Span:
-    function = getattr(call, "function", None)
-    name = str(getattr(function, "name", None) or "function")
-    return start_tool(name, tool_attributes(name, source="agno",
-                                            call_id=getattr(call, "call_id", None)))
-
-
-def _mark_failure(span: Span, result: Any) -> None:
-    if getattr(result, "status", None) == "failure":
-        span.set_attribute(semconv.ERROR_TYPE, "tool_error")
-        span.set_status(Status(StatusCode.ERROR, "the tool call failed"))
-
-
-class AgnoInstrumentor(FrameworkInstrumentor):
+class AgnoInstrumentor(ToolInstrumentor):
     """``execute_tool`` spans for Agno tool calls."""
 
     _instruments = ("agno >= 2.0",)
     TRIGGER = "agno"
-    PATCHES = (("agno.tools.function", "FunctionCall.execute", "_execute"),
-               ("agno.tools.function", "FunctionCall.aexecute", "_aexecute"))
+    SOURCE = "agno"
+    PATCHES = (("agno.tools.function", "FunctionCall.execute", "_tool"),
+               ("agno.tools.function", "FunctionCall.aexecute", "_atool"))
 
-    @staticmethod
-    def _execute(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> Any:
-        return call_as_tool(lambda: _start(instance), wrapped, args, kwargs, "agno.tool",
-                            check=_mark_failure)
+    def tool_name(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        return str(getattr(getattr(instance, "function", None), "name", None) or "function")
 
-    @staticmethod
-    async def _aexecute(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                        kwargs: dict[str, Any]) -> Any:
-        return await acall_as_tool(lambda: _start(instance), wrapped, args, kwargs,
-                                   "agno.atool", check=_mark_failure)
+    def call_id(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return getattr(instance, "call_id", None)
+
+    def check(self, span: Span, result: Any) -> None:
+        if getattr(result, "status", None) == "failure":
+            span.set_attribute(semconv.ERROR_TYPE, "tool_error")
+            span.set_status(Status(StatusCode.ERROR, "the tool call failed"))

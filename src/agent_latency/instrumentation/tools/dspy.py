@@ -13,34 +13,15 @@ Patched when the program imports ``dspy``.
 
 from __future__ import annotations
 
-from typing import Any
+from ._frameworks import ToolInstrumentor
 
-from opentelemetry.trace import Span
-
-from ..._scope import start_tool, tool_attributes
-from ._frameworks import FrameworkInstrumentor, acall_as_tool, call_as_tool
+_TOOL = "dspy.adapters.types.tool"
 
 
-def _start(tool: Any) -> Span:
-    name = str(getattr(tool, "name", None) or type(tool).__name__)
-    return start_tool(name, tool_attributes(name, source="dspy"))
-
-
-class DSPyInstrumentor(FrameworkInstrumentor):
+class DSPyInstrumentor(ToolInstrumentor):
     """``execute_tool`` spans for DSPy tools."""
 
     _instruments = ("dspy >= 2.6",)
     TRIGGER = "dspy"
-    PATCHES = (("dspy.adapters.types.tool", "Tool.__call__", "_call"),
-               ("dspy.adapters.types.tool", "Tool.acall", "_acall"))
-
-    @staticmethod
-    def _call(wrapped: Any, instance: Any, args: tuple[Any, ...],
-              kwargs: dict[str, Any]) -> Any:
-        return call_as_tool(lambda: _start(instance), wrapped, args, kwargs, "dspy.tool")
-
-    @staticmethod
-    async def _acall(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                     kwargs: dict[str, Any]) -> Any:
-        return await acall_as_tool(lambda: _start(instance), wrapped, args, kwargs,
-                                   "dspy.acall")
+    SOURCE = "dspy"
+    PATCHES = ((_TOOL, "Tool.__call__", "_tool"), (_TOOL, "Tool.acall", "_atool"))

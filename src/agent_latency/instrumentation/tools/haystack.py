@@ -15,34 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry.trace import Span
-
-from ..._scope import start_tool, tool_attributes
-from ._frameworks import FrameworkInstrumentor, acall_as_tool, call_as_tool
+from ._frameworks import ToolInstrumentor
 
 
-def _start(tool: Any) -> Span:
-    name = str(getattr(tool, "name", None) or type(tool).__name__)
-    return start_tool(name, tool_attributes(name, source="haystack"))
-
-
-class HaystackInstrumentor(FrameworkInstrumentor):
+class HaystackInstrumentor(ToolInstrumentor):
     """``execute_tool`` spans for Haystack tools."""
 
     _instruments = ("haystack-ai >= 2.12",)
     TRIGGER = "haystack"
-    PATCHES = (("haystack.tools.tool", "Tool.invoke", "_invoke"),
+    SOURCE = "haystack"
+    PATCHES = (("haystack.tools.tool", "Tool.invoke", "_tool"),
                ("haystack.tools.tool", "Tool.invoke_async", "_invoke_async"))
 
-    @staticmethod
-    def _invoke(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                kwargs: dict[str, Any]) -> Any:
-        return call_as_tool(lambda: _start(instance), wrapped, args, kwargs, "haystack.tool")
-
-    @staticmethod
-    async def _invoke_async(wrapped: Any, instance: Any, args: tuple[Any, ...],
+    async def _invoke_async(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
                             kwargs: dict[str, Any]) -> Any:
         if getattr(instance, "async_function", None) is None:
             return await wrapped(*args, **kwargs)  # runs invoke in a thread: its span
-        return await acall_as_tool(lambda: _start(instance), wrapped, args, kwargs,
-                                   "haystack.atool")
+        return await self._atool(wrapped, instance, args, kwargs)

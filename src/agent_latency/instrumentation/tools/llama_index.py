@@ -15,34 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry.trace import Span
+from ._frameworks import ToolInstrumentor
 
-from ..._scope import start_tool, tool_attributes
-from ._frameworks import FrameworkInstrumentor, acall_as_tool, call_as_tool
-
-
-def _start(tool: Any) -> Span:
-    metadata = getattr(tool, "metadata", None)
-    name = str(getattr(metadata, "name", None) or type(tool).__name__)
-    return start_tool(name, tool_attributes(name, source="llama_index"))
+_FUNCTION_TOOL = "llama_index.core.tools.function_tool"
 
 
-class LlamaIndexInstrumentor(FrameworkInstrumentor):
+class LlamaIndexInstrumentor(ToolInstrumentor):
     """``execute_tool`` spans for LlamaIndex function tools."""
 
     _instruments = ("llama-index-core >= 0.12",)
     TRIGGER = "llama_index.core"
-    PATCHES = (("llama_index.core.tools.function_tool", "FunctionTool.call", "_call"),
-               ("llama_index.core.tools.function_tool", "FunctionTool.acall", "_acall"))
+    SOURCE = "llama_index"
+    PATCHES = ((_FUNCTION_TOOL, "FunctionTool.call", "_tool"),
+               (_FUNCTION_TOOL, "FunctionTool.acall", "_atool"))
 
-    @staticmethod
-    def _call(wrapped: Any, instance: Any, args: tuple[Any, ...],
-              kwargs: dict[str, Any]) -> Any:
-        return call_as_tool(lambda: _start(instance), wrapped, args, kwargs,
-                            "llama_index.tool")
-
-    @staticmethod
-    async def _acall(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                     kwargs: dict[str, Any]) -> Any:
-        return await acall_as_tool(lambda: _start(instance), wrapped, args, kwargs,
-                                   "llama_index.atool")
+    def tool_name(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        name = getattr(getattr(instance, "metadata", None), "name", None)
+        return str(name or type(instance).__name__)

@@ -16,28 +16,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry.trace import Span
-
-from ..._scope import start_tool, tool_attributes
-from ._frameworks import FrameworkInstrumentor, acall_as_tool
+from ._frameworks import ToolInstrumentor
 
 
-def _start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Span:
-    name = str(args[0] if args else kwargs.get("name") or "function")
-    ctx = args[2] if len(args) > 2 else kwargs.get("ctx")
-    return start_tool(name, tool_attributes(name, source="pydantic_ai",
-                                            call_id=getattr(ctx, "tool_call_id", None)))
-
-
-class PydanticAIInstrumentor(FrameworkInstrumentor):
+class PydanticAIInstrumentor(ToolInstrumentor):
     """``execute_tool`` spans for pydantic-ai function tools."""
 
     _instruments = ("pydantic-ai-slim >= 1.0",)
     TRIGGER = "pydantic_ai"
-    PATCHES = (("pydantic_ai.toolsets.function", "FunctionToolset.call_tool", "_call_tool"),)
+    SOURCE = "pydantic_ai"
+    PATCHES = (("pydantic_ai.toolsets.function", "FunctionToolset.call_tool", "_atool"),)
 
-    @staticmethod
-    async def _call_tool(wrapped: Any, instance: Any, args: tuple[Any, ...],
-                         kwargs: dict[str, Any]) -> Any:
-        return await acall_as_tool(lambda: _start(args, kwargs), wrapped, args, kwargs,
-                                   "pydantic_ai.tool")
+    # call_tool(name, tool_args, ctx, tool)
+    def tool_name(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        return str(args[0] if args else kwargs.get("name") or "function")
+
+    def call_id(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        ctx = args[2] if len(args) > 2 else kwargs.get("ctx")
+        return getattr(ctx, "tool_call_id", None)
