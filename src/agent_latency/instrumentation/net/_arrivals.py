@@ -161,6 +161,13 @@ class Arrivals:
         self.kind.append(kind)
 
     # -- reads ---------------------------------------------------------------------------
+    def taken(self, t: float) -> None:
+        """An event loop took bytes off the socket at ``t`` (before the client reads them
+        from its buffer): they had arrived by then."""
+        received = tcp_bytes_received(self.sock)
+        if received is not None:
+            self._add(received - _queued(self.fd), t, READ)
+
     def read(self, data: bytes, t: float) -> None:
         """The client took ``data`` (plaintext) at ``t``: the bytes it consumed had arrived
         by then, and its events end where the block's separators map to on the wire."""

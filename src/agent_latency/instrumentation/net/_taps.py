@@ -101,9 +101,38 @@ def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap:
     return lambda: _untap(stream, arrivals)
 
 
+def _loop_protocol(stream: Any) -> Any:
+    """anyio's asyncio protocol under httpcore's async stream (plain, or under its TLS
+    stream), whose ``data_received`` the event loop calls as it takes bytes off the socket."""
+    inner = getattr(stream, "_stream", None)
+    inner = getattr(inner, "transport_stream", inner)
+    protocol = getattr(inner, "_protocol", None)
+    return protocol if hasattr(protocol, "data_received") else None
+
+
+def _loop_tap(protocol: Any, arrivals: Arrivals) -> None:
+    original = type(protocol).data_received
+
+    def data_received(data: bytes) -> None:
+        try:
+            arrivals.taken(perf_counter())
+        except Exception:  # noqa: BLE001
+            internal_error("net.tap")
+        original(protocol, data)
+
+    protocol.data_received = data_received
+
+
 def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
     cls = type(stream)
     original_read, original_write = cls.read, cls.write
+    # The loop takes the bytes off the socket before the task reads them: that is when they
+    # had arrived by (when the loop was idle, the arrival; the watcher stamps the others).
+    protocol = _loop_protocol(stream)
+    if protocol is not None and "data_received" not in getattr(protocol, "__dict__", {}):
+        _loop_tap(protocol, arrivals)
+    else:
+        protocol = None
 
     async def write(buffer: bytes, timeout: float | None = None) -> None:
         try:
@@ -131,19 +160,22 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
 
     stream.read = read
     stream.write = write
-    return lambda: _untap(stream, arrivals)
+    return lambda: _untap(stream, arrivals, protocol)
 
 
-def _untap(stream: Any, arrivals: Arrivals) -> None:
+def _untap(stream: Any, arrivals: Arrivals, protocol: Any = None) -> None:
     try:
         arrivals.done_sending()
     except Exception:  # noqa: BLE001
         internal_error("net.tap")
-    try:
-        stream.__dict__.pop("read", None)
-        stream.__dict__.pop("write", None)
-    except AttributeError:
-        pass
+    for obj, names in ((stream, ("read", "write")), (protocol, ("data_received",))):
+        if obj is None:
+            continue
+        try:
+            for name in names:
+                obj.__dict__.pop(name, None)
+        except AttributeError:
+            pass
 
 
 _HTTPCORE_STREAMS = frozenset({"SyncStream", "AnyIOStream"})
