@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from .. import semconv
-from ._interval import COMPONENTS, COUNT_NAMES, TOOL_EXECUTION, Interval, UnknownComponentError
-from ._spans import count_span, span_intervals
+from ._interval import COMPONENTS, COUNT_NAMES, Interval, UnknownComponentError
+from ._spans import count_span, is_tool, span_intervals
 from ._split import Budget, split
 
 TASK_NAME = semconv.TASK_NAME
@@ -153,7 +153,7 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
             tasks[key].parent = owner
             continue
         if owner is None:
-            if LLM_CLIENT in attributes or COMPONENT in attributes:
+            if LLM_CLIENT in attributes or COMPONENT in attributes or is_tool(attributes):
                 orphans += 1
             continue
         try:
@@ -239,7 +239,7 @@ def _through(span: SpanRecord, above: tuple[TaskNode | None, SpanRecord | None],
              ) -> tuple[TaskNode | None, SpanRecord | None]:
     """What lies above ``span``'s child, given what lies above ``span``."""
     task, outer = above
-    if outer is None and span.attributes.get(COMPONENT) == TOOL_EXECUTION:
+    if outer is None and is_tool(span.attributes):
         outer = span
     return task, outer
 
