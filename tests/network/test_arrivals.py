@@ -55,16 +55,18 @@ class TestEventEnds:
     """Where SSE events end in the bytes a client reads, whatever the reads' boundaries."""
 
     def events(self, *blocks: bytes) -> list[tuple[int, bytes]]:
-        a = Arrivals.__new__(Arrivals)
-        a.carry = (False, False, b"")
-        a.classify = bool  # keep the events' bytes
-        a.partial = b""
-        out: list[tuple[int, bytes]] = []
-        base = 0
+        listener = socket.create_server(("127.0.0.1", 0))
+        with socket.create_connection(listener.getsockname()) as sock:
+            arrivals = Arrivals(sock)
+        listener.close()
+        seen: list[bytes] = []
+        arrivals.classify = lambda event: seen.append(event) or False
+        arrivals.consumed = 0
+        arrivals.tls = False  # wire offsets = the bytes read
         for block in blocks:
-            out += [(base + end, event) for end, event in a._events(block)]
-            base += len(block)
-        return out
+            arrivals.read(block, perf_counter())
+        arrivals.scan()
+        return list(zip(arrivals.ends, seen, strict=True))
 
     def ends(self, *blocks: bytes) -> list[int]:
         return [end for end, _ in self.events(*blocks)]
@@ -105,6 +107,7 @@ class TestKernelStamps:
         assert arrivals.observe() == len(event(1))
         data = client.recv(4096)
         arrivals.read(data, perf_counter())
+        arrivals.scan()
         [end] = arrivals.ends
         got = arrivals.arrival(end)
         assert got is not None and got.source == "measured"
@@ -120,6 +123,7 @@ class TestKernelStamps:
         arrivals.observe()  # the reader was away: one observation, the newest stamp
         data = client.recv(4096)
         arrivals.read(data, perf_counter())
+        arrivals.scan()
         first, _, last = arrivals.ends
         newest = arrivals.arrival(last)
         assert newest is not None and newest.source == "measured"
@@ -139,6 +143,7 @@ class TestKernelStamps:
         data = client.recv(4096)
         t = perf_counter()
         arrivals.read(data, t)
+        arrivals.scan()
         got = arrivals.arrival(arrivals.ends[0])
         assert got is not None and got.source == "read" and got.t == t
 
@@ -173,6 +178,7 @@ class TestWatcher:
             arrivals.read(data, perf_counter())
         finally:
             WATCHER.unwatch(arrivals)
+        arrivals.scan()
         for end, sent in zip(arrivals.ends, sends, strict=True):
             got = arrivals.arrival(end)
             assert got is not None and got.source == "measured", (got, arrivals.cum)
@@ -214,6 +220,7 @@ class TestWatcher:
             WATCHER.unwatch(arrivals)
             os.close(go_w)
             del heap
+        arrivals.scan()
         sent = [float(line) for line in out.split()]
         during = [t for t in sent if t < started + paused]
         if len(during) < 2:

@@ -165,9 +165,9 @@ def _pace(call: Any, arrivals: Arrivals, after: int) -> float | None:
 
 
 def _first(arrivals: Arrivals, call: Any) -> Arrival | None:
-    if not arrivals.outputs:
+    offset = arrivals.first_output()
+    if offset is None:
         return None
-    offset = arrivals.outputs[0]
     return arrivals.arrival(offset, _pace(call, arrivals, offset - 1))
 
 
@@ -176,23 +176,29 @@ def finish(chunks: Any, call: Any) -> None:
     try:
         first_arrivals: Arrivals | None = chunks.first_arrivals
         following = chunks.following
+        if following is not None:
+            # Watched to the end: every event is wanted (the last token; the pace the first
+            # token's estimate may need).
+            following.arrivals.scan()
         if first_arrivals is not None:
             call.first_arrival = _first(first_arrivals, call)
             if first_arrivals.ends and chunks.t_first_chunk is not None:
+                # (the first output was scanned for: every event before it is known)
                 first_chunk = first_arrivals.arrival(first_arrivals.ends[0])
                 if first_chunk is not None:
                     chunks.t_first_chunk = min(first_chunk.t, chunks.t_first_chunk)
         if following is not None:
             arrivals = following.arrivals
             call.end_arrival = arrivals.last_byte()
-            if arrivals.outputs:
+            last = arrivals.last_output()
+            if last is not None:
                 # The tap saw every byte from its start to the end: its last output event is
                 # the stream's last token (what follows it, the finish reason and usage, is
                 # sent right after, not at the server's pace).
                 own_window = following.arrivals is first_arrivals
                 after = arrivals.outputs[0] - 1 if own_window else -1
-                call.last_arrival = arrivals.arrival(arrivals.outputs[-1],
-                                                     _pace(call, arrivals, after), paced=False)
+                call.last_arrival = arrivals.arrival(last, _pace(call, arrivals, after),
+                                                     paced=False)
         _stop(chunks)
         _open.discard(chunks)
         chunks.first_arrivals = None

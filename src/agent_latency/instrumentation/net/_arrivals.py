@@ -34,6 +34,8 @@ import fcntl
 import socket
 import termios
 from bisect import bisect_left, bisect_right
+from collections import deque
+from collections.abc import Iterator
 from itertools import pairwise
 from statistics import median
 from time import perf_counter
@@ -58,6 +60,9 @@ AT_READ = semconv.ARRIVAL_READ
 
 _INT = b"\0\0\0\0"
 _EVENT_CAP = 1 << 20
+# Bytes read and not scanned yet that are kept (beyond, events are not found: a stream this
+# long is past its first token, and its last is found only while the tap stays).
+_PENDING_CAP = 8 << 20
 
 
 def _queued(fd: int) -> int:
@@ -90,9 +95,9 @@ class Arrivals:
     around the client's reads, ``observe`` by the tap before a read and by the watcher.
     """
 
-    __slots__ = ("__weakref__", "carry", "classify", "consumed", "cum", "ends", "family",
-                 "fd", "kind", "outputs", "partial", "plain", "reads", "sock", "stamping", "t",
-                 "t_sent", "t_start", "tls", "watched")
+    __slots__ = ("__weakref__", "_blocks", "_pending", "_scanner", "classify", "consumed",
+                 "cum", "ends", "family", "fd", "kind", "outputs", "plain", "reads", "sock",
+                 "stamping", "t", "t_sent", "t_start", "tls", "watched")
 
     def __init__(self, sock: Any) -> None:
         self.t_start = perf_counter()  # nothing read from now on arrived before it
@@ -106,19 +111,20 @@ class Arrivals:
         received = tcp_bytes_received(sock)
         self.consumed = (received - _queued(self.fd)) if received is not None else 0
         self.plain = 0
-        self.ends: list[int] = []  # wire offsets where each data event ends, in order
-        # ``classify(event bytes) -> bool``, set by the owner: which events carry output
-        # (their offsets in ``outputs``).
-        self.classify: Any = None
+        # Wire offsets where each data event ends, in order, and (``classify(event bytes) ->
+        # bool``, set by the owner) those of the events that carry output.  Both are found
+        # lazily (:meth:`scan`): blocks read wait in ``_blocks`` until someone asks, so a
+        # stream whose first token is all that is wanted is scanned no further.
+        self.ends: list[int] = []
         self.outputs: list[int] = []
-        self.partial = b""  # the event being read across blocks, while classifying
+        self.classify: Any = None
+        self._blocks: deque[tuple[int, int, bytes]] = deque()  # (wire start, end, bytes)
+        self._pending = 0  # bytes in _blocks
+        self._scanner = self._scan_blocks()
         self.reads = 0
         # Whether the bytes read are decrypted from the wire's (else they are the wire's,
         # and a read's wire offsets need no system call).
         self.tls = True
-        # The event being read across blocks: (has data, is a keep-alive or [DONE]) and the
-        # block's last byte (a separator split across two reads).
-        self.carry = (False, False, b"")
         self.watched = False
         # When the request's last byte left (the kernel's transmit stamp), while a request
         # is being written on the connection.
@@ -187,49 +193,74 @@ class Arrivals:
             c1 = c0
         self._add(c1, t, READ)
         self.consumed = c1
-        size = len(data)
-        if size:
-            scale = (c1 - c0) / size
-            classify = self.classify
-            for pos, event in self._events(data):
-                offset = c0 + min(round(pos * scale), c1 - c0)
-                self.ends.append(offset)
-                if classify is not None and classify(event):
-                    self.outputs.append(offset)
-            self.plain += size
+        if data:
+            self.plain += len(data)
+            if self._pending < _PENDING_CAP:
+                self._blocks.append((c0, c1, data))
+                self._pending += len(data)
         self.reads += 1
 
-    def _events(self, data: bytes) -> list[tuple[int, bytes]]:
-        """``(offset in data just past the event, the event's bytes)`` for each complete SSE
-        event that carries data (not a keep-alive comment, ``ping`` or ``[DONE]``); the
-        bytes are kept only while a classifier wants them."""
-        has_data, skip, last = self.carry
-        keep = self.classify is not None
-        partial = self.partial
-        out: list[tuple[int, bytes]] = []
-        prev = 0
-        search = last + data
-        shift = len(last)
-        pos = search.find(b"\n\n")
-        while pos != -1:
-            end = pos + 2 - shift
-            segment = data[prev:end] if end > 0 else b""
-            has_data = has_data or b"data:" in segment
-            skip = skip or b"[DONE]" in segment or b"event: ping" in segment
-            if has_data and not skip and end > 0:
-                out.append((end, partial + segment if keep else b""))
-            has_data = skip = False
-            partial = b""
-            prev = max(end, 0)
-            pos = search.find(b"\n\n", pos + 2)
-        rest = data[prev:]
-        has_data = has_data or b"data:" in rest
-        skip = skip or b"[DONE]" in rest or b"event: ping" in rest
-        self.carry = (has_data, skip, data[-1:])
-        # An event longer than the cap is not classified (its JSON is cut): not dated as
-        # output, never an unbounded buffer.
-        self.partial = (partial + rest)[-_EVENT_CAP:] if keep else b""
-        return out
+    def scan(self, *, until_output: bool = False) -> None:
+        """Find the events of the blocks read so far (all of them, or only up to the first
+        output event when ``until_output``)."""
+        scanner = self._scanner
+        classify = self.classify
+        for item in scanner:
+            if item is None:
+                return  # nothing more read yet
+            offset, event = item
+            self.ends.append(offset)
+            if classify is not None and classify(event):
+                self.outputs.append(offset)
+                if until_output:
+                    return
+
+    def first_output(self) -> int | None:
+        """The wire offset where the first output event ends, or None."""
+        if not self.outputs:
+            self.scan(until_output=True)
+        return self.outputs[0] if self.outputs else None
+
+    def last_output(self) -> int | None:
+        """The wire offset where the last output event read so far ends, or None."""
+        self.scan()
+        return self.outputs[-1] if self.outputs else None
+
+    def _scan_blocks(self) -> Iterator[tuple[int, bytes] | None]:
+        """``(wire offset just past the event, the event's bytes)`` for each complete SSE
+        event that carries data (not a keep-alive comment, ``ping`` or ``[DONE]``), in order
+        across the blocks read; None whenever it has caught up with them."""
+        has_data = skip = False
+        last = partial = b""  # the previous block's last byte; the event read so far
+        while True:
+            if not self._blocks:
+                yield None
+                continue
+            c0, c1, data = self._blocks.popleft()
+            self._pending -= len(data)
+            scale = (c1 - c0) / len(data)
+            prev = 0
+            search = last + data
+            shift = len(last)
+            pos = search.find(b"\n\n")
+            while pos != -1:
+                end = pos + 2 - shift
+                segment = data[prev:end] if end > 0 else b""
+                has_data = has_data or b"data:" in segment
+                skip = skip or b"[DONE]" in segment or b"event: ping" in segment
+                if has_data and not skip and end > 0:
+                    yield c0 + min(round(end * scale), c1 - c0), partial + segment
+                has_data = skip = False
+                partial = b""
+                prev = max(end, 0)
+                pos = search.find(b"\n\n", pos + 2)
+            rest = data[prev:]
+            has_data = has_data or b"data:" in rest
+            skip = skip or b"[DONE]" in rest or b"event: ping" in rest
+            last = data[-1:]
+            # An event longer than the cap is not classified (its JSON is cut): not dated as
+            # output, never an unbounded buffer.
+            partial = (partial + rest)[-_EVENT_CAP:]
 
     # -- dating ------------------------------------------------------------------------------
     def pace(self, after: int = -1) -> float | None:
@@ -237,7 +268,7 @@ class Arrivals:
         pace): the median over consecutive exact event arrivals, counting only events that
         end after wire offset ``after`` (the ones before a stream's first token come at
         once, then wait for the prefill)."""
-        exact: list[tuple[int, float]] = []  # (event index, its arrival)
+        exact: list[tuple[int, float]] = []  # (event index, its arrival), of those scanned
         ends, cums = self.ends, self.cum
         for j, cum in enumerate(cums):
             if self.kind[j] != KERNEL or cum <= after:
@@ -266,6 +297,11 @@ class Arrivals:
         low = self.t[j - 1] if j else self.t_start
         ends = self.ends
         later = bisect_right(ends, cums[j]) - bisect_right(ends, offset)
+        if ends and ends[-1] < cums[j] and len(ends) > 1:
+            # Events not scanned (nobody needed them): as many as the bytes hold at the
+            # scanned events' mean size.
+            mean = (ends[-1] - ends[0]) / (len(ends) - 1)
+            later += round((cums[j] - max(ends[-1], offset)) / mean) if mean > 0 else 0
         if self.kind[j] == KERNEL and later == 0:
             return Arrival(t_obs, MEASURED, 0.0)
         t = t_obs
