@@ -28,7 +28,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanKind
 
 from . import _hooks, semconv
+from ._import_times import IMPORTS
 from ._log import FAULTS, fault, internal_error, warn_once
+from ._pauses import PAUSES
 from ._sdk import attribute_store as _attribute_store
 from ._sdk import attributes_of as _attributes_of
 from ._sdk import end_ns as _end_ns
@@ -38,9 +40,17 @@ from ._sdk import span_kind as _span_kind
 from ._sdk import span_name as _span_name
 from ._sdk import span_parent as _span_parent
 from ._sdk import start_ns as _start_ns
-from .budget import COMPONENTS, Budget, Interval, UnknownComponentError, component_of
-from .budget._spans import budget_attributes
-from .budget._tree import TaskNode
+from .budget import (
+    COMPONENTS,
+    OTHER_PARTS,
+    PHASE_PART,
+    Budget,
+    Interval,
+    UnknownComponentError,
+    component_of,
+)
+from .budget._spans import budget_attributes, startup_overlay
+from .budget._tree import MAX_CPU_SAMPLES, TaskNode
 
 _DEFAULT_MAX_OPEN_TASKS = 10_000
 _DEFAULT_MAX_TASK_AGE_S = 24 * 3600.0
@@ -57,12 +67,18 @@ _SWEEP_AFTER_S = 60.0
 # One point per component per task.  The task name is deliberately not an attribute: task
 # names are free text and would make the metric's cardinality unbounded.
 _METRIC_ATTRIBUTES = tuple((c, {semconv.COMPONENT: c}) for c in COMPONENTS)
+_PART_ATTRIBUTES = tuple((p, {semconv.OTHER_PART: p}) for p in OTHER_PARTS)
+_time_ns = time.time_ns
+# Two threads may append to a ring a little out of the order their entries ended.
+_RING_DISORDER_NS = 1_000_000_000
+_cpu_ns = time.process_time_ns
 _TASK_NAME = semconv.TASK_NAME
 _COMPONENT = semconv.COMPONENT
 _TOOL_EXECUTION = semconv.TOOL_EXECUTION
 _TOOL_NAME = semconv.GEN_AI_TOOL_NAME
 _LLM_CLIENT = semconv.LLM_CLIENT
 _SERVER = SpanKind.SERVER
+_STARTUP = semconv.TASK_STARTUP
 _PROCESS = semconv.PROCESS_TASK
 _RUN = semconv.RUN_TASK
 
@@ -90,6 +106,26 @@ class _OpenTask(TaskNode):
         self.intervals.extend(intervals)
         if len(self.intervals) > _MAX_INTERVALS_PER_TASK:
             self.intervals = _merge_per_component(self.intervals)
+
+
+def live_overlays(start_ns: int, end_ns: int) -> tuple[list[Interval], list[tuple[int, int]]]:
+    """Garbage-collection pauses and imports of this process inside ``[start_ns, end_ns]``
+    (span time, epoch ns), from their ``perf_counter`` rings, and the process's CPU time at
+    their edges as samples (so their own CPU time is theirs, not the agent's)."""
+    offset = _time_ns() - time.perf_counter_ns()
+    overlays: list[Interval] = []
+    samples: list[tuple[int, int]] = []
+    for phase, recent in (("gc", PAUSES.recent), ("imports", IMPORTS.recent)):
+        # A copy: a collection (and its callback appending to the ring) may come any time.
+        for a, b, cpu_a, cpu_b in reversed(tuple(recent)):
+            start, end = round(a * 1e9) + offset, round(b * 1e9) + offset
+            if end <= start_ns - _RING_DISORDER_NS:
+                break  # the rings hold entries as they ended, within a thread switch
+            if start < end_ns and end > start_ns:
+                overlays.append(Interval(start, end, phase))
+                if cpu_a is not None and cpu_b is not None:
+                    samples += ((start, cpu_a), (end, cpu_b))
+    return overlays, samples
 
 
 def _set_on_ended_span(span: Any, attributes: Mapping[str, Any]) -> bool:
@@ -121,10 +157,12 @@ def _call_if_alive(method: weakref.WeakMethod[Any]) -> None:
 
 
 def _merge_per_component(intervals: list[Interval]) -> list[Interval]:
-    """Union the intervals of each component; the split only sees components."""
+    """Union the intervals of each component (and of each phase that is a part of
+    ``other`` by itself); the split only sees those."""
     by_component: dict[str, list[tuple[int, int]]] = {}
     for iv in intervals:
-        by_component.setdefault(component_of(iv[2]), []).append((iv[0], iv[1]))
+        key = iv[2] if iv[2] in PHASE_PART else component_of(iv[2])
+        by_component.setdefault(key, []).append((iv[0], iv[1]))
     merged: list[Interval] = []
     for component, spans in by_component.items():
         spans.sort()
@@ -175,6 +213,12 @@ class BudgetSpanProcessor(SpanProcessor):
             description="New connections (TCP connects) one task opened.",
             explicit_bucket_boundaries_advisory=list(semconv.COUNT_BUCKETS),
         )
+        self._task_other = meter.create_histogram(
+            semconv.METRIC_TASK_OTHER, unit="s",
+            description="A task's other time (the client's own), by part: garbage "
+                        "collection, imports, lag behind the wire, CPU, idle.",
+            explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
+        )
         self._tool_duration = meter.create_histogram(
             semconv.METRIC_TOOL_DURATION, unit="s",
             description="Duration of one tool call inside a task (outermost tools only).",
@@ -204,9 +248,12 @@ class BudgetSpanProcessor(SpanProcessor):
             owner = self._owner.get(parent.span_id) if parent is not None else None
             attrs = _attributes_of(span)
             if attrs and _TASK_NAME in attrs:
-                self._open(_OpenTask(_span_id(span), str(attrs[_TASK_NAME]),
-                                     _start_ns(span) or 0, owner,
-                                     whole_process=_PROCESS in attrs or _RUN in attrs))
+                task = _OpenTask(_span_id(span), str(attrs[_TASK_NAME]), _start_ns(span) or 0,
+                                 owner, whole_process=_PROCESS in attrs or _RUN in attrs)
+                if _STARTUP in attrs:
+                    task.overlays = startup_overlay(attrs, task.start_ns)
+                task.cpu_samples.append((_time_ns(), _cpu_ns()))
+                self._open(task)
                 return
             if owner is None:
                 # A request served with no task around it: a task if agent work happens.
@@ -216,6 +263,9 @@ class BudgetSpanProcessor(SpanProcessor):
                 return
             if owner.closed:
                 return
+            # The process's CPU time at each span boundary: the agent's own CPU is placed on
+            # the task's other time between two of them.
+            owner.cpu_samples.append((_time_ns(), _cpu_ns()))
             sid = _span_id(span)
             owner_map = self._owner
             owner_map[sid] = owner
@@ -263,6 +313,10 @@ class BudgetSpanProcessor(SpanProcessor):
                 self._close(task, span)
                 return
             task.open_spans -= 1
+            samples = task.cpu_samples
+            samples.append((_time_ns(), _cpu_ns()))
+            if len(samples) > MAX_CPU_SAMPLES:
+                task.sampled()
             top = self._in_tool.pop(sid, sid)
             attrs = _attributes_of(span)
             if not attrs:
@@ -319,12 +373,20 @@ class BudgetSpanProcessor(SpanProcessor):
             if end_ns < task.start_ns:
                 warn_once("clock-backwards-task", "agent-latency: task %r ends before it "
                           "starts (the clock went backwards); its wall time is 0", task.name)
-            budget = task.finish(end_ns)
+            budget = self._finish(task, end_ns)
             span.set_attributes(budget_attributes(budget, task.intervals))
             return budget
         except Exception:  # noqa: BLE001
             internal_error("BudgetSpanProcessor.finish_task")
             return None
+
+    @staticmethod
+    def _finish(task: _OpenTask, end_ns: int) -> Budget:
+        """The task's budget, with what only this process knows: garbage-collection pauses,
+        imports and CPU samples during it."""
+        task.cpu_samples.append((_time_ns(), _cpu_ns()))
+        overlays, samples = live_overlays(task.start_ns, end_ns)
+        return task.finish(end_ns, overlays=overlays, cpu=task.cpu_samples + samples)
 
     def _open(self, task: _OpenTask) -> None:
         with self._lock:
@@ -336,7 +398,7 @@ class BudgetSpanProcessor(SpanProcessor):
         """Budget a request task candidate that saw agent work, on its ending span; once."""
         if task.budget is not None or not task.did_agent_work:
             return
-        budget = task.finish(_end_ns(span) or task.start_ns)
+        budget = self._finish(task, _end_ns(span) or task.start_ns)
         _set_on_ended_span(span, {**budget_attributes(budget, task.intervals),
                                   _TASK_NAME: span.name})
 
@@ -369,7 +431,7 @@ class BudgetSpanProcessor(SpanProcessor):
         budget = task.budget
         if budget is None:
             # Ended without task() (a user span marked as a task): still record metrics.
-            budget = task.finish(span.end_time or task.start_ns)
+            budget = self._finish(task, span.end_time or task.start_ns)
         parent = task.parent
         if parent is not None and parent.span_id in self._tasks:
             parent.absorb(task)
@@ -377,6 +439,10 @@ class BudgetSpanProcessor(SpanProcessor):
         record = self._task_duration.record
         for component, attributes in _METRIC_ATTRIBUTES:
             record(budget.shares[component], attributes)
+        if budget.other_measured:
+            record_part = self._task_other.record
+            for part, attributes in _PART_ATTRIBUTES:
+                record_part(budget.other_parts[part], attributes)
         self._task_connections.record(budget.counts.get("new_connections", 0))
 
     def _note_leaked(self, count: int) -> None:

@@ -43,6 +43,27 @@ PHASE_COMPONENT = {
     "other": OTHER,
 }
 
+#: The parts of ``other`` (the client's own time), in priority order: an instant of
+#: ``other`` that two parts claim goes to the earlier one.  ``gc``: garbage-collection
+#: pauses; ``imports``: interpreter start-up and module imports; ``lag``: the program behind
+#: the wire (a response's bytes all arrived, the program still reading them); ``cpu``: the
+#: agent's own CPU time; ``idle``: the rest (waiting on nothing the budget sees).
+GC = "gc"
+IMPORTS = "imports"
+LAG = "lag"
+CPU = "cpu"
+IDLE = "idle"
+OTHER_PARTS = (GC, IMPORTS, LAG, CPU, IDLE)
+
+#: Phases that mark a stretch of the client's own time without making any component
+#: active: a ``gc`` pause or an ``imports`` stretch during an LLM call's prefill is not on
+#: the task's path and takes nothing from the call; only where the task's time is ``other``
+#: does it name that time's part.  They go to the split alone, never into a what-if.
+OVERLAY_PHASES = frozenset({GC, IMPORTS})
+
+#: Phases of ``other`` that are a part of ``other`` by themselves.
+PHASE_PART = {"client_tail": LAG}
+
 #: Phases that a persistent connection would remove (after the first connection).
 CONNECTION_SETUP_PHASES = frozenset({"dns", "connect", "tls", "upgrade"})
 
@@ -70,7 +91,9 @@ class Interval(NamedTuple):
     ``phase`` says what it was (``prefill``, ``tool``, ``dns`` …, see ``PHASE_COMPONENT``);
     ``call`` groups the phases of one LLM call or tool run, so a what-if can find the call's
     token count (``tokens``: output tokens for ``output_generation``, input tokens for
-    ``prefill``) and ``name`` (model or tool name).
+    ``prefill``) and ``name`` (model or tool name).  ``lag``, on a ``client_tail`` only, is
+    how far behind the wire the program was at the call's last output token (ns): a client
+    that could not keep up with the stream keeps its pace in a what-if.
     """
 
     start: int
@@ -79,6 +102,7 @@ class Interval(NamedTuple):
     call: int = 0
     tokens: int = 0
     name: str = ""
+    lag: int = 0
 
     @property
     def component(self) -> str:

@@ -1,14 +1,30 @@
-"""Split a task's wall time into the five budget components, exactly."""
+"""Split a task's wall time into the five budget components, and its ``other`` time into
+the client's parts, exactly."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._interval import COMPONENTS, OTHER, PHASE_COMPONENT, Interval, component_of
+from ._interval import (
+    COMPONENTS,
+    GC,
+    IDLE,
+    IMPORTS,
+    LAG,
+    OTHER,
+    OTHER_PARTS,
+    PHASE_COMPONENT,
+    PHASE_PART,
+    Interval,
+    component_of,
+)
 
 _NS = 1e-9
+#: ``other`` at least this share of the wall time: the summary line names its parts.
+LARGE_OTHER = 0.2
 
 
 @dataclass(slots=True)
@@ -18,12 +34,18 @@ class Budget:
     ``shares`` add up to ``wall`` (each instant is divided equally among the components
     active at it; instants with nothing active are ``other``).  ``busy`` is each
     component's plain sum of interval time inside the task and can exceed ``wall``.
+    ``other_parts`` split ``shares["other"]`` exactly (``OTHER_PARTS``: gc, imports, lag,
+    cpu, idle); ``other_measured`` says the live process measured them (garbage-collection
+    pauses, imports and CPU time): without it only ``lag`` (and a process task's start-up,
+    in ``imports``) is known, and ``idle`` holds the rest.
     """
 
     wall: float
     shares: dict[str, float]
     busy: dict[str, float]
     counts: dict[str, int] = field(default_factory=dict)
+    other_parts: dict[str, float] = field(default_factory=dict)
+    other_measured: bool = False
 
     @property
     def output_tokens_per_second(self) -> float | None:
@@ -40,44 +62,84 @@ class Budget:
         return tokens / busy if busy > 0 and tokens else None
 
     def summary(self, name: str) -> str:
-        """The one-line summary the console prints for a finished task."""
+        """The one-line summary the console prints for a finished task; ``other``'s parts
+        when it is a large share of the wall time and they were measured."""
         s = self.shares
-        return (
+        line = (
             f"task {name} {self.wall:.2f}s = output {s['output_generation']:.2f}"
             f" | prefill {s['prefill']:.2f} | tools {s['tool_execution']:.2f}"
             f" | network {s['network_overhead']:.2f} | other {s['other']:.2f}"
         )
+        if self.other_measured and self.other_parts and s["other"] >= LARGE_OTHER * self.wall \
+                and s["other"] > 0:
+            line += " (" + ", ".join(f"{part} {self.other_parts[part]:.2f}"
+                                     for part in OTHER_PARTS) + ")"
+        return line
 
 
 _INDEX = {c: i for i, c in enumerate(COMPONENTS)}
 _OTHER = _INDEX[OTHER]
 _BITS = tuple(1 << i for i in range(len(COMPONENTS)))
+# Above the components' bits, one bit per part of ``other`` that intervals claim.  A mask
+# of active bits then says both which components share an instant and which part claims
+# ``other``'s share of it.
+_LAG_BIT = 1 << len(COMPONENTS)
+_IMPORTS_BIT = _LAG_BIT << 1
+_GC_BIT = _LAG_BIT << 2
+_CLAIMING = ((GC, _GC_BIT), (IMPORTS, _IMPORTS_BIT), (LAG, _LAG_BIT))  # priority order
+_CLAIMED = _GC_BIT | _IMPORTS_BIT | _LAG_BIT
+_PART_BIT = dict(_CLAIMING)
 _PHASE_BITS = {
-    **{phase: 1 << _INDEX[component] for phase, component in PHASE_COMPONENT.items()},
+    **{phase: 1 << _INDEX[component] | _PART_BIT.get(PHASE_PART.get(phase, ""), 0)
+       for phase, component in PHASE_COMPONENT.items()},
     **{component: 1 << i for i, component in enumerate(COMPONENTS)},
+    GC: _GC_BIT,
+    IMPORTS: _IMPORTS_BIT,
 }
-# The component indexes in each bit mask of active components.
+_BUSY_KEYS = frozenset(_PHASE_BITS.values())
+_SINGLE_BITS = tuple(1 << i for i in range(_GC_BIT.bit_length()))
+# Each phase's bits one by one (most carry one; ``client_tail`` two).
+_SINGLE = {bits: tuple(b for b in _SINGLE_BITS if bits & b) for bits in _BUSY_KEYS}
+# The component indexes in each bit mask (the parts' bits are no component).
 _MEMBERS = [tuple(i for i in range(len(COMPONENTS)) if m >> i & 1)
-            for m in range(1 << len(COMPONENTS))]
+            for m in range(_GC_BIT << 1)]
 
 
 def split(
     intervals: Iterable[Interval | tuple[Any, ...]], start_ns: int, end_ns: int,
-    counts: Mapping[str, int] | None = None,
+    counts: Mapping[str, int] | None = None, *,
+    cpu: Iterable[tuple[int, int]] | None = None,
 ) -> Budget:
-    """Split ``[start_ns, end_ns]`` among the components of ``intervals``.
+    """Split ``[start_ns, end_ns]`` among the components of ``intervals``, and ``other``
+    among its parts.
 
-    Intervals are clipped to the task; backwards or empty ones are ignored.  The result
-    does not depend on the order of ``intervals``.
+    Intervals are clipped to the task; backwards or empty ones are ignored.  Intervals of the
+    overlay phases (``gc``, ``imports``) make no component active: they name the part of
+    ``other`` time they cover.  ``cpu`` holds the process's CPU time sampled during the task,
+    ``(time ns, CPU ns)``: each stretch between two samples puts its CPU time on that
+    stretch's unclaimed ``other`` time, at most all of it (samples at an overlay's edges keep
+    its CPU time out of the agent's).  Given ``cpu`` (even empty), the parts count as
+    measured.  The result does not depend on the order of ``intervals`` or ``cpu``.
     """
     end_ns = max(end_ns, start_ns)
-    wall_ns = end_ns - start_ns
-    n = len(COMPONENTS)
+    busy_ns = dict.fromkeys(_BUSY_KEYS, 0)
+    events = _events(intervals, start_ns, end_ns, busy_ns)
+    windows = None
+    if cpu is not None:
+        # Samples just outside the task (its end read a moment after it) count at its edge.
+        samples = sorted((min(max(t, start_ns), end_ns), c) for t, c in cpu)
+        windows = CpuWindows(c for _, c in samples)
+        events.extend((t, 0) for t, _ in samples)
+    by_mask: dict[int, int] = {}
+    _sweep(events, start_ns, end_ns, by_mask, windows)
+    return _budget(by_mask, busy_ns, end_ns - start_ns, counts, windows)
+
+
+def _events(intervals: Iterable[Interval | tuple[Any, ...]], start_ns: int, end_ns: int,
+            busy_ns: dict[int, int]) -> list[tuple[int, int]]:
+    """Sweep events (time, +bits when an interval opens, -bits when it closes) of
+    ``intervals`` clipped to ``[start_ns, end_ns]``, their time added to ``busy_ns``."""
     bits = _PHASE_BITS
-    busy_ns = dict.fromkeys(_BITS, 0)
-    # Sweep events (time, +bit when a component's interval opens, -bit when it closes).
-    # Time with the same set of active components is summed per set (a bit mask), and only
-    # at the end divided among the set's members: the loop does one addition per event.
     events: list[tuple[int, int]] = []
     append = events.append
     for iv in intervals:
@@ -90,43 +152,135 @@ def split(
         busy_ns[bit] += e - s
         append((s, bit))
         append((e, -bit))
+    return events
+
+
+def _sweep(events: list[tuple[int, int]], start_ns: int, end_ns: int,
+           by_mask: dict[int, int], mark: CpuWindows | None = None) -> None:
+    """Add to ``by_mask`` the time of ``[start_ns, end_ns]`` spent under each set of active
+    bits (a mask).  Time with the same set is summed per set, and only at the end divided
+    among the set's members: the loop does one addition per event.  An event of bits 0 is a
+    CPU sample: ``mark`` is called with the totals up to its time."""
     events.sort()
-    by_mask: dict[int, int] = {}
-    active = dict.fromkeys(_BITS, 0)
+    active = dict.fromkeys(_SINGLE_BITS, 0)
     mask = 0
     cursor = start_ns
-    for t, bit in events:
+    for t, bits in events:
         if t > cursor:
             by_mask[mask] = by_mask.get(mask, 0) + (t - cursor)
             cursor = t
-        if bit > 0:
-            if not active[bit]:
-                mask |= bit
-            active[bit] += 1
-        else:
-            bit = -bit
-            active[bit] -= 1
-            if not active[bit]:
-                mask &= ~bit
+        if bits > 0:
+            # An interval may carry two bits (a component and the part it claims): each
+            # is counted on its own, as intervals of other phases may share one.
+            for bit in _SINGLE[bits]:
+                if not active[bit]:
+                    mask |= bit
+                active[bit] += 1
+        elif bits:
+            for bit in _SINGLE[-bits]:
+                active[bit] -= 1
+                if not active[bit]:
+                    mask &= ~bit
+        elif mark is not None:
+            mark(by_mask)
     if end_ns > cursor:
         by_mask[mask] = by_mask.get(mask, 0) + (end_ns - cursor)
+
+
+def _other_ns(mask: int, ns: float) -> float:
+    """``other``'s share of ``ns`` spent under ``mask``."""
+    members = _MEMBERS[mask]
+    if not members:
+        return ns
+    if _OTHER in members:
+        return ns / len(members)
+    return 0.0
+
+
+class CpuWindows:
+    """CPU samples met by the sweep: the CPU time of each stretch between two samples
+    placed on the stretch's unclaimed ``other`` time (at most all of it), summed in
+    ``cpu_ns``.  Samples at the edges of a garbage-collection pause or an import make it a
+    stretch of its own, whose CPU time is the pause's or the import's, not the agent's."""
+
+    __slots__ = ("_last", "_snapshot", "_values", "cpu_ns")
+
+    def __init__(self, values: Iterable[int]) -> None:
+        self._values = iter(values)
+        self._last: int | None = None
+        self._snapshot: dict[int, int] = {}
+        self.cpu_ns = 0.0
+
+    def __call__(self, by_mask: Mapping[int, int]) -> None:
+        cpu = next(self._values)
+        if self._last is not None:
+            snapshot = self._snapshot
+            free = 0.0
+            for mask, ns in by_mask.items():
+                ns -= snapshot.get(mask, 0)
+                if ns and not mask & _CLAIMED:
+                    free += _other_ns(mask, ns)
+            self.cpu_ns += min(max(cpu - self._last, 0), free)
+        self._last = cpu
+        self._snapshot = dict(by_mask)
+
+
+def _budget(by_mask: Mapping[int, int], busy_ns: Mapping[int, int], wall_ns: int,
+            counts: Mapping[str, int] | None, cpu: CpuWindows | None = None) -> Budget:
+    n = len(COMPONENTS)
     shares_ns = [0.0] * n
+    claimed = dict.fromkeys((GC, IMPORTS, LAG), 0.0)
     for m, ns in by_mask.items():
         members = _MEMBERS[m]
         if not members:
             shares_ns[_OTHER] += ns
-            continue
-        part = ns / len(members)
-        for i in members:
-            shares_ns[i] += part
+        else:
+            part = ns / len(members)
+            for i in members:
+                shares_ns[i] += part
+        if m & _CLAIMED:
+            for name, bit in _CLAIMING:
+                if m & bit:
+                    claimed[name] += _other_ns(m, ns)
+                    break
     # Floating division leaves at most a few ulps; put the residue on the largest share so
     # the five add up to the wall time to the last bit that a double can hold.
     residue = wall_ns - sum(shares_ns)
     largest = max(range(n), key=lambda i: shares_ns[i])
     shares_ns[largest] = max(shares_ns[largest] + residue, 0.0)
+    shares = {c: shares_ns[i] * _NS for i, c in enumerate(COMPONENTS)}
+    claims = {name: ns * _NS for name, ns in claimed.items()}
+    claims["cpu"] = cpu.cpu_ns * _NS if cpu is not None else 0.0
     return Budget(
         wall=wall_ns * _NS,
-        shares={c: shares_ns[i] * _NS for i, c in enumerate(COMPONENTS)},
-        busy={c: busy_ns[1 << i] * _NS for i, c in enumerate(COMPONENTS)},
+        shares=shares,
+        busy={c: sum(ns for key, ns in busy_ns.items() if key >> i & 1) * _NS
+              for i, c in enumerate(COMPONENTS)},
         counts=dict(counts or {}),
+        other_parts=other_parts(shares[OTHER], claims),
+        other_measured=cpu is not None,
     )
+
+
+def other_parts(other: float, claims: Mapping[str, float]) -> dict[str, float]:
+    """``other`` seconds split into ``OTHER_PARTS``: each part takes what it claims, in
+    priority order, at most what is left; ``idle`` takes the rest.  Each part is >= 0 and,
+    added up in ``OTHER_PARTS`` order, they give ``other`` exactly."""
+    other = max(other, 0.0) if math.isfinite(other) else 0.0
+    parts: dict[str, float] = {}
+    left = other
+    for name in OTHER_PARTS[:-1]:
+        claim = float(claims.get(name, 0.0))
+        value = min(claim, left) if claim > 0 and math.isfinite(claim) else 0.0
+        parts[name] = value
+        left = max(left - value, 0.0)
+    parts[IDLE] = left
+    # Rounding of the subtractions: the residue onto the largest part until the sum is
+    # ``other`` to the last bit (one step, rarely two).
+    for _ in range(8):
+        total = sum(parts.values())
+        if total == other:
+            break
+        largest = max(parts, key=parts.__getitem__)
+        parts[largest] = max(parts[largest] + (other - total), 0.0)
+    return parts

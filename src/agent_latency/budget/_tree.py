@@ -16,12 +16,13 @@ from ``budget`` and this module reads ``semconv``'s LLM attribute names (through
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from typing import Any, Protocol
 
 from .. import semconv
 from ._interval import COMPONENTS, COUNT_NAMES, TOOL_EXECUTION, Interval, UnknownComponentError
-from ._spans import count_span, span_intervals
+from ._spans import adopt_other_parts, count_span, span_intervals, startup_overlay
 from ._split import Budget, split
 
 TASK_NAME = semconv.TASK_NAME
@@ -33,6 +34,9 @@ LLM_CLIENT = semconv.LLM_CLIENT
 _OWN_WORK = ("llm_calls", "tool_calls")
 # A malformed file with a parent cycle must not hang the report.
 _MAX_DEPTH = 10_000
+# CPU samples kept per task: past this, every other one is dropped (the stretches between
+# those left are longer; each still bounds its CPU time by its own other time).
+MAX_CPU_SAMPLES = 4096
 
 
 class TaskNode:
@@ -40,10 +44,13 @@ class TaskNode:
 
     ``key`` identifies the task's span (the processor's span id, the report's
     ``(trace id, span id)``); ``span`` is the report's stored span (``None`` live).
+    ``overlays`` are stretches of the client's own time known from the task span itself (a
+    process task's start-up); ``cpu_samples`` the process's CPU time at moments of the task
+    (``(time ns, CPU ns)``, the live processor's, nested tasks' included once they end).
     """
 
-    __slots__ = ("budget", "counts", "intervals", "key", "name", "parent", "span",
-                 "start_ns")
+    __slots__ = ("budget", "counts", "cpu_samples", "intervals", "key", "name", "overlays",
+                 "parent", "span", "start_ns")
 
     def __init__(self, key: Any, name: str, start_ns: int,
                  parent: TaskNode | None = None, span: Any = None) -> None:
@@ -55,6 +62,8 @@ class TaskNode:
         self.intervals: list[Interval] = []
         self.counts: dict[str, int] = dict.fromkeys(COUNT_NAMES, 0)
         self.budget: Budget | None = None
+        self.overlays: list[Interval] = []
+        self.cpu_samples: list[tuple[int, int]] = []
 
     @property
     def did_agent_work(self) -> bool:
@@ -95,10 +104,25 @@ class TaskNode:
         for key, value in child.counts.items():
             counts[key] = counts.get(key, 0) + value
         counts["subtasks"] += 1
+        if child.cpu_samples:
+            self.cpu_samples.extend(child.cpu_samples)
+            self.sampled()
 
-    def finish(self, end_ns: int) -> Budget:
-        """Split this task's wall time (start to ``end_ns``) and remember the budget."""
-        self.budget = split(self.intervals, self.start_ns, end_ns, dict(self.counts))
+    def sampled(self) -> None:
+        """CPU samples were added: keep at most ``MAX_CPU_SAMPLES``."""
+        if len(self.cpu_samples) > MAX_CPU_SAMPLES:
+            self.cpu_samples.sort()
+            self.cpu_samples = self.cpu_samples[::2]
+
+    def finish(self, end_ns: int, *, overlays: Iterable[Interval] = (),
+               cpu: Iterable[tuple[int, int]] | None = None) -> Budget:
+        """Split this task's wall time (start to ``end_ns``) and remember the budget.
+
+        ``overlays`` (garbage-collection pauses, imports) and ``cpu`` (samples) are what only
+        the live process knows: given ``cpu``, the parts of ``other`` count as measured.
+        """
+        self.budget = split(chain(self.intervals, self.overlays, overlays), self.start_ns,
+                            end_ns, dict(self.counts), cpu=cpu)
         return self.budget
 
 
@@ -131,7 +155,8 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
     for s in spans:
         if TASK_NAME in s.attributes:
             key = (s.trace_id, s.span_id)
-            tasks[key] = TaskNode(key, str(s.attributes[TASK_NAME]), s.start_ns, span=s)
+            node = tasks[key] = TaskNode(key, str(s.attributes[TASK_NAME]), s.start_ns, span=s)
+            node.overlays = startup_overlay(s.attributes, s.start_ns)
     problems: list[str] = []
     orphans = 0  # LLM calls and tools no task encloses
 
@@ -188,7 +213,8 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
         if task.parent is not None:
             task.parent.absorb(task)
     for task in ordered:
-        task.finish(max(task.span.end_ns, task.start_ns))
+        adopt_other_parts(task.finish(max(task.span.end_ns, task.start_ns)),
+                          task.span.attributes)
     if not keep_intervals:
         for task in ordered:
             task.intervals = []
