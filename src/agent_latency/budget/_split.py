@@ -265,22 +265,17 @@ def _budget(by_mask: Mapping[int, int], busy_ns: Mapping[int, int], wall_ns: int
 def other_parts(other: float, claims: Mapping[str, float]) -> dict[str, float]:
     """``other`` seconds split into ``OTHER_PARTS``: each part takes what it claims, in
     priority order, at most what is left; ``idle`` takes the rest.  Each part is >= 0 and,
-    added up in ``OTHER_PARTS`` order, they give ``other`` exactly."""
+    added up in any order, they give ``other`` exactly: every part is a whole number of
+    ``other``'s last bit (at most one bit less than its claim), so no sum of them rounds."""
     other = max(other, 0.0) if math.isfinite(other) else 0.0
+    bit = math.ulp(other)
     parts: dict[str, float] = {}
     left = other
     for name in OTHER_PARTS[:-1]:
         claim = float(claims.get(name, 0.0))
         value = min(claim, left) if claim > 0 and math.isfinite(claim) else 0.0
+        value = math.floor(value / bit) * bit
         parts[name] = value
-        left = max(left - value, 0.0)
+        left -= value
     parts[IDLE] = left
-    # Rounding of the subtractions: the residue onto the largest part until the sum is
-    # ``other`` to the last bit (one step, rarely two).
-    for _ in range(8):
-        total = sum(parts.values())
-        if total == other:
-            break
-        largest = max(parts, key=parts.__getitem__)
-        parts[largest] = max(parts[largest] + (other - total), 0.0)
     return parts

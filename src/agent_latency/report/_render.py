@@ -82,6 +82,18 @@ def render_projection(name: str, scenario: str, projection: Projection,
           f"{projection.projected_wall:.3f} s with {scenario} "
           f"({'-' if saved >= 0 else '+'}{abs(saved):.3f} s, "
           f"{projection.speedup:.2f}x)", file=out)
+    if projection.client_bound:
+        print(f"  {client_bound_line(projection)}", file=out)
+
+
+def client_bound_line(projection: Projection) -> str:
+    """The what-if's word on a client that is the bottleneck (empty when it is not)."""
+    if not projection.client_bound:
+        return ""
+    return (f"the client is the bottleneck in {projection.client_bound} of "
+            f"{projection.llm_calls} LLM calls: it read their streams slower than the "
+            f"server sent them, and a faster model does not make it read faster "
+            f"({projection.client_kept:.3f} s of those calls' saving stays)")
 
 
 def _bar(pct: float, width: int = 20) -> str:
