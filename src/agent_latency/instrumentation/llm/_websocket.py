@@ -39,7 +39,17 @@ from typing import Any
 
 from ... import semconv
 from ..._log import internal_error
-from ..net import CURRENT, RTT_NONE, Attempt, ConnectionSetup, websocket_socket
+from ..net import (
+    AT_READ,
+    CURRENT,
+    RTT_NONE,
+    Arrival,
+    Attempt,
+    ConnectionSetup,
+    MessageArrivals,
+    date_messages,
+    websocket_socket,
+)
 from ._call import Endpoint, LLMCall, Settings
 from ._invoke import start_call
 
@@ -55,11 +65,13 @@ class WebSocketResponseError(Exception):
 class ConnectionState:
     """What we keep on one open ``ResponsesConnection``."""
 
-    __slots__ = ("calls", "host", "nets", "port", "raw_bytes", "secure", "sock", "t_message",
-                 "t_raw_sent", "t_raw_start", "used")
+    __slots__ = ("calls", "dated", "host", "nets", "port", "raw_bytes", "secure", "sock",
+                 "t_message", "t_raw_sent", "t_raw_start", "used")
 
-    def __init__(self, host: str | None, port: int | None, secure: bool, sock: Any) -> None:
+    def __init__(self, host: str | None, port: int | None, secure: bool, sock: Any,
+                 dated: MessageArrivals | None = None) -> None:
         self.host = host
+        self.dated = dated  # when each message came off the socket (None: when recv took it)
         self.port = port
         self.secure = secure
         self.sock = sock
@@ -110,9 +122,10 @@ class _Setup:
         if connection is None or error is not None:
             return
         try:
-            sock = websocket_socket(getattr(connection, "_connection", None), setup.phases)
-            setattr(connection, _STATE,
-                    ConnectionState(setup.host, setup.port, setup.secure, sock))
+            ws = getattr(connection, "_connection", None)
+            sock = websocket_socket(ws, setup.phases)
+            setattr(connection, _STATE, ConnectionState(setup.host, setup.port, setup.secure,
+                                                        sock, date_messages(ws)))
         except Exception:  # noqa: BLE001
             internal_error("websocket.setup")
 
@@ -314,7 +327,9 @@ def _count_sent(state: ConnectionState, size: int) -> None:
 
 # -- receiving ----------------------------------------------------------------------------------
 def _received_bytes(state: ConnectionState, message: Any) -> None:
-    state.t_message = perf_counter()
+    dated = state.dated
+    t = dated.take() if dated is not None else None
+    state.t_message = perf_counter() if t is None else t
     if state.calls:
         net = state.nets.get(id(state.calls[0]))
         if net is not None:
@@ -343,14 +358,16 @@ async def async_recv_bytes_wrapper(wrapped: Any, instance: Any, args: Any, kwarg
 def _observe(state: ConnectionState, event: Any, cpu: float | None) -> None:
     """One parsed event, for the oldest call not finished.
 
-    ``cpu`` (sync connections): the thread's CPU time inside this ``recv``.  Until the first
-    output token it is the client's own parsing: a client busy parsing (openai builds its
-    event models on first use, ~40 ms) reads later messages late, and that time is client
-    work, not prefill (as the HTTP path's first-token CPU)."""
+    Messages are dated when websockets' reader took them off the socket (``state.dated``):
+    a client busy parsing (openai builds its event models on first use, ~40 ms) reads later
+    messages late, and that lag overlaps the server's time, so it is booked nowhere.  Where
+    they cannot be dated, ``cpu`` (sync connections: the thread's CPU time inside this
+    ``recv``) until the first output token is taken as the client's own work instead."""
     if not state.calls:
         return
     call = state.calls[0]
-    if cpu is not None and call.t_first is None:
+    dated = state.dated is not None
+    if cpu is not None and call.t_first is None and not dated:
         call.first_cpu += cpu
     t_arrived = state.t_message or perf_counter()
     t_parsed = perf_counter()
@@ -365,9 +382,13 @@ def _observe(state: ConnectionState, event: Any, cpu: float | None) -> None:
     if observe is not None and observe(call, event):
         if call.t_first is None:
             call.t_first = t_arrived
-            if cpu is not None:
+            if dated:
+                call.first_arrival = Arrival(t_arrived, AT_READ, 0.0)
+            elif cpu is not None:
                 call.cpu_first = thread_time()
         call.t_last = t_arrived
+        if dated:
+            call.last_arrival = Arrival(t_arrived, AT_READ, 0.0)
         call.outputs += 1
     if kind in _FINAL:
         call.attempts[-1].t_received = t_arrived

@@ -27,6 +27,7 @@ from typing import Any
 from ... import _pauses
 from ..._log import internal_error
 from ..net import Arrival, follow
+from . import _rates
 
 #: Other threads used at least this share of the CPU while a first token was awaited: they
 #: may hold the GIL when the later tokens land.
@@ -192,12 +193,14 @@ def busy(chunks: Any) -> None:
 
 
 def _stop(chunks: Any) -> None:
+    # Outputs handed over from here on are not matched: none of the refs is the last one.
+    chunks.ref = chunks.last_ref = None
     following, chunks.following = chunks.following, None
     if following is not None:
-        following.stop()
         for attempt in chunks.call.attempts:
             if attempt.following is following:
-                attempt.following = None
+                attempt.stop_following()
+        following.stop()
     _open.discard(chunks)
 
 
@@ -207,6 +210,8 @@ _paces: dict[tuple[str, str], float] = {}
 
 
 def _pace(call: Any, arrivals: Any, after: int) -> float | None:
+    """The server's time between output events: seen on this stream, else on the same
+    model's last stream, else from the output rate learned for it (about a token a chunk)."""
     key = (call.provider, call.model)
     pace = arrivals.pace(after)
     if pace is not None:
@@ -214,7 +219,10 @@ def _pace(call: Any, arrivals: Any, after: int) -> float | None:
             _paces.clear()
         _paces[key] = pace
         return pace
-    return _paces.get(key)
+    if key in _paces:
+        return _paces[key]
+    output_tps = _rates.rates(call.provider, call.model)[1]
+    return 1.0 / output_tps if output_tps else None
 
 
 def _resolve(ref: Any, call: Any, first: Any, *, paced: bool) -> Arrival | None:
@@ -230,11 +238,14 @@ def _resolve(ref: Any, call: Any, first: Any, *, paced: bool) -> Arrival | None:
 def finish(chunks: Any, call: Any) -> None:
     """The stream ended: its arrival marks onto ``call``, the tap removed."""
     try:
-        _look_back(chunks)
         following = chunks.following
+        last_ref = None
         if following is not None:
+            _look_back(chunks)
+            last_ref = chunks.last_ref
             call.end_arrival = following.arrivals.last_byte()
         _stop(chunks)
+        chunks.last_ref = last_ref
         first = chunks.first_ref
         call.first_arrival = _resolve(first, call, first, paced=True)
         first_chunk = _resolve(chunks.first_chunk_ref, call, first, paced=True)

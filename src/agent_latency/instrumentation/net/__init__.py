@@ -23,7 +23,7 @@ from ._httpcore import PATCH as httpx_send_patch
 from ._sockets import PATCH as sockets_patch
 from ._sockets import NetPhases, Recording
 from ._urllib3 import TARGETS as urllib3_targets
-from ._websocket import ConnectionSetup, websocket_socket
+from ._websocket import ConnectionSetup, MessageArrivals, date_messages, websocket_socket
 
 __all__ = [
     "AT_READ",
@@ -35,6 +35,7 @@ __all__ = [
     "ESTIMATED",
     "Following",
     "MEASURED",
+    "MessageArrivals",
     "NetPhases",
     "Owner",
     "RTT_CONNECT",
@@ -43,6 +44,7 @@ __all__ = [
     "RTT_TCP_INFO",
     "Recording",
     "aiohttp_patch",
+    "date_messages",
     "follow",
     "httpx_send_patch",
     "sockets_patch",

@@ -39,7 +39,13 @@ from time import perf_counter
 from typing import Any
 
 from ... import semconv
-from ._kernel import enable_timestamps, peek_queued, tcp_bytes_received
+from ._kernel import (
+    enable_timestamps,
+    last_transmitted,
+    peek_queued,
+    tcp_bytes_received,
+    transmit_stamps,
+)
 
 KERNEL = 0
 READ = 1
@@ -83,7 +89,8 @@ class Arrivals:
     """
 
     __slots__ = ("__weakref__", "block_end", "block_start", "carry", "consumed", "cum", "ends",
-                 "family", "fd", "kind", "plain", "reads", "sock", "t", "t_start", "watched")
+                 "family", "fd", "kind", "plain", "reads", "sock", "stamping", "t", "t_sent",
+                 "t_start", "watched")
 
     def __init__(self, sock: Any) -> None:
         self.t_start = perf_counter()  # nothing read from now on arrived before it
@@ -104,6 +111,31 @@ class Arrivals:
         # block's last byte (a separator split across two reads).
         self.carry = (False, False, b"")
         self.watched = False
+        # When the request's last byte left (the kernel's transmit stamp), while a request
+        # is being written on the connection.
+        self.t_sent: float | None = None
+        self.stamping = False
+
+    # -- the request ---------------------------------------------------------------------------
+    def sending(self) -> None:
+        """A request is about to be written: stamp what leaves until the response comes."""
+        if not self.stamping:
+            self.stamping = transmit_stamps(self.sock, True)
+
+    def sent(self) -> None:
+        """Collect the transmit stamps queued so far (the newest: the last byte out)."""
+        if self.stamping:
+            t = last_transmitted(self.fd, self.family)
+            if t is not None:
+                self.t_sent = t
+
+    def done_sending(self) -> None:
+        """The response is being read: the request is all out; stop stamping."""
+        if self.stamping:
+            self.sent()
+            transmit_stamps(self.sock, False)
+            self.sent()  # one that landed while stamping was turned off
+            self.stamping = False
 
     # -- observations -------------------------------------------------------------------
     def observe(self) -> int:
@@ -129,6 +161,13 @@ class Arrivals:
         self.kind.append(kind)
 
     # -- reads ---------------------------------------------------------------------------
+    def taken(self, t: float) -> None:
+        """An event loop took bytes off the socket at ``t`` (before the client reads them
+        from its buffer): they had arrived by then."""
+        received = tcp_bytes_received(self.sock)
+        if received is not None:
+            self._add(received - _queued(self.fd), t, READ)
+
     def read(self, data: bytes, t: float) -> None:
         """The client took ``data`` (plaintext) at ``t``: the bytes it consumed had arrived
         by then, and its events end where the block's separators map to on the wire."""

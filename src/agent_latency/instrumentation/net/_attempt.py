@@ -207,6 +207,16 @@ class Attempt:
         following, self.following = self.following, None
         if following is not None:
             following.stop()
+            self.wire_sent(following.arrivals.t_sent)
+
+    def wire_sent(self, t: float | None) -> None:
+        """The kernel's stamp of the request's last byte leaving: ``t_sent`` is moved to it
+        when the writer's own mark is later (the GIL or the scheduler delayed the writer)."""
+        if t is None or self.t_sent is None or t >= self.t_sent:
+            return
+        self.t_sent = max(t, self.t_start)
+        if self.t_send is not None and self.t_send > self.t_sent:
+            self.t_send = self.t_sent
 
     def failed(self, exc: BaseException) -> None:
         """The attempt raised ``exc`` (nothing came back, or not in full)."""

@@ -146,3 +146,49 @@ def tcp_bytes_received(sock: Any) -> int | None:
     if len(raw) < _BYTES_END:
         return None
     return int(struct.unpack_from("=Q", raw, _BYTES + 8)[0])
+
+
+# -- when the request's last byte left: the kernel's transmit stamps ----------------------------
+# SO_TIMESTAMPING with software transmit stamps, one per send call (OPT_ID), no payload copied
+# back (OPT_TSONLY); they wait in the socket's error queue until read.
+_SO_TIMESTAMPING = 37 if _TCP_INFO is not None else None
+_TX_FLAGS = (1 << 1) | (1 << 4) | (1 << 7) | (1 << 11)
+_MSG_ERRQUEUE = 0x2000
+
+
+def transmit_stamps(sock: Any, on: bool) -> bool:
+    """Start (or stop) stamping what ``sock`` transmits; False where it cannot."""
+    if _SO_TIMESTAMPING is None or sock is None:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPING, _TX_FLAGS if on else 0)
+    except (OSError, AttributeError, TypeError, ValueError):
+        return False
+    return True
+
+
+def last_transmitted(fd: int, family: int) -> float | None:
+    """The newest transmit stamp waiting in ``fd``'s error queue (``perf_counter`` seconds),
+    the queue emptied; None when there is none.  A stamp left there would make the socket
+    poll as in error: every reader of a stamped socket drains it."""
+    try:
+        view = socket.socket(family, socket.SOCK_STREAM, 0, fileno=fd)
+    except OSError:
+        return None
+    newest: int | None = None
+    try:
+        for _ in range(64):
+            try:
+                _data, ancillary, _flags, _address = view.recvmsg(
+                    0, 512, _MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+            except OSError:
+                break
+            for level, kind, raw in ancillary:
+                if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPING and len(raw) >= 16:
+                    seconds, nanoseconds = _TIMESPEC.unpack_from(raw)
+                    stamp = seconds * 1_000_000_000 + nanoseconds
+                    if stamp and (newest is None or stamp > newest):
+                        newest = stamp
+    finally:
+        view.detach()
+    return CLOCK.perf(newest) if newest is not None else None

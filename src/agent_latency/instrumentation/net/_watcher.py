@@ -23,7 +23,9 @@ from typing import Any
 from ..._log import internal_error, logger
 from ._arrivals import Arrivals
 
-_EPOLL_FLAGS = getattr(select, "EPOLLIN", 0) | getattr(select, "EPOLLET", 0)
+_EPOLLIN = getattr(select, "EPOLLIN", 0)
+_EPOLLERR = getattr(select, "EPOLLERR", 0)
+_EPOLL_FLAGS = _EPOLLIN | getattr(select, "EPOLLET", 0)
 
 
 def _threads_are_greenlets() -> bool:
@@ -111,12 +113,15 @@ class Watcher:
                 continue
             except (OSError, ValueError):
                 return  # closed (after a fork, or at exit)
-            for fd, _mask in events:
+            for fd, mask in events:
                 arrivals = watched.get(fd)
                 if arrivals is None:
                     continue
                 try:
-                    arrivals.observe()
+                    if mask & _EPOLLERR:
+                        arrivals.sent()  # a transmit stamp, or a real error for the reader
+                    if mask & _EPOLLIN:
+                        arrivals.observe()
                 except Exception:  # noqa: BLE001
                     internal_error("net.watcher")
 

@@ -5,12 +5,15 @@ DNS, connect and TLS come from the socket layer (:mod:`._sockets`) recording int
 setup's own :class:`NetPhases` while the client connects; the upgrade is the time from the
 last socket operation to the end (the upgrade request's round trip); the client's own work
 before and between them (building the request, first-use imports) is
-``agent_latency.net.client`` (budget other).
+``agent_latency.net.client`` (budget other).  Each complete message is dated when the
+library's reader takes it off the socket (:func:`date_messages`), not when the client
+library gets round to parsing it.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from time import perf_counter
 from typing import Any
 
@@ -82,3 +85,44 @@ def websocket_socket(ws: Any, phases: NetPhases) -> Any:
             except Exception:  # noqa: BLE001
                 sock = None
     return sock if sock is not None else phases.last_sock
+
+
+class MessageArrivals:
+    """When each complete message of a ``websockets`` connection came off its socket, oldest
+    first: the time websockets' reader (a thread of its own for the sync client, the event
+    loop for the asyncio one) handed its last frame over, before anyone parsed it.
+
+    The owner takes them in order (:meth:`take`) as the client receives the messages."""
+
+    __slots__ = ("times",)
+
+    def __init__(self) -> None:
+        self.times: deque[float] = deque(maxlen=4096)
+
+    def take(self) -> float | None:
+        """The arrival of the oldest message not taken yet, or None."""
+        times = self.times
+        return times.popleft() if times else None
+
+
+def date_messages(ws: Any) -> MessageArrivals | None:
+    """Date the complete messages of the ``websockets`` connection ``ws`` as they arrive
+    (its assembler's ``put``, replaced on that one object), or None when it has none."""
+    assembler = getattr(ws, "recv_messages", None)
+    original = getattr(assembler, "put", None)
+    if original is None or "put" in getattr(assembler, "__dict__", {}):
+        return None
+    dated = MessageArrivals()
+    times = dated.times
+
+    def put(frame: Any) -> Any:
+        result = original(frame)
+        if getattr(frame, "fin", True):
+            times.append(perf_counter())
+        return result
+
+    try:
+        assembler.put = put  # type: ignore[union-attr]  # not None: ``original`` came from it
+    except AttributeError:
+        return None
+    return dated

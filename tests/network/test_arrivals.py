@@ -1,0 +1,222 @@
+"""Arrival times from the wire: the kernel's receive and transmit stamps, the watcher, and
+where events end.  The truth is the sender's own clock around its ``send`` (on loopback the
+kernel stamps a segment inside the sender's call), so the bounds hold on a loaded machine."""
+
+from __future__ import annotations
+
+import gc
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from time import perf_counter
+
+import pytest
+
+from agent_latency.instrumentation.net import Arrivals
+from agent_latency.instrumentation.net._watcher import WATCHER
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="kernel receive stamps (SO_TIMESTAMPNS) are Linux's")
+
+# The two clocks' offset is read a microsecond apart; the kernel stamps inside the send call.
+CLOCK_SLACK = 0.0005
+
+
+def event(n: int) -> bytes:
+    return f'data: {{"n": {n}}}\n\n'.encode()
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    server, _ = listener.accept()
+    listener.close()
+    yield client, server
+    client.close()
+    server.close()
+
+
+def timed_send(sock: socket.socket, data: bytes) -> tuple[float, float]:
+    before = perf_counter()
+    sock.sendall(data)
+    return before, perf_counter()
+
+
+def within(t: float, window: tuple[float, float]) -> bool:
+    return window[0] - CLOCK_SLACK <= t <= window[1] + CLOCK_SLACK
+
+
+class TestEventEnds:
+    """Where SSE events end in the bytes a client reads, whatever the reads' boundaries."""
+
+    def ends(self, *blocks: bytes) -> list[int]:
+        a = Arrivals.__new__(Arrivals)
+        a.carry = (False, False, b"")
+        out: list[int] = []
+        base = 0
+        for block in blocks:
+            out += [base + end for end in a._event_ends(block)]
+            base += len(block)
+        return out
+
+    def test_events_in_one_block(self) -> None:
+        data = event(1) + event(2)
+        assert self.ends(data) == [len(event(1)), len(data)]
+
+    def test_a_separator_split_across_reads(self) -> None:
+        data = event(1)
+        assert self.ends(data[:-1], data[-1:]) == [len(data)]
+
+    def test_keepalives_pings_and_done_are_not_events(self) -> None:
+        data = (b": keep-alive\n\n" + b"event: ping\ndata: {}\n\n" + event(1)
+                + b"data: [DONE]\n\n")
+        assert self.ends(data) == [len(data) - len(b"data: [DONE]\n\n")]
+
+    def test_chunked_framing_around_events(self) -> None:
+        one, two = event(1), event(2)
+        framed = (b"%x\r\n" % len(one) + one + b"\r\n" + b"%x\r\n" % len(two) + two + b"\r\n")
+        first_end = framed.index(one) + len(one)
+        second_end = framed.index(two) + len(two)
+        assert self.ends(framed) == [first_end, second_end]
+
+    def test_an_event_across_three_reads(self) -> None:
+        data = event(12345)
+        assert self.ends(data[:5], data[5:12], data[12:]) == [len(data)]
+
+
+class TestKernelStamps:
+    """The receive queue's newest stamp is the sender's time; coalesced ones are dated back."""
+
+    def test_queued_bytes_carry_their_send_time(self, pair) -> None:
+        client, server = pair
+        arrivals = Arrivals(client)
+        sent = timed_send(server, event(1))
+        time.sleep(0.01)
+        assert arrivals.observe() == len(event(1))
+        data = client.recv(4096)
+        arrivals.read(data, perf_counter())
+        [end] = arrivals.ends
+        got = arrivals.arrival(end)
+        assert got is not None and got.source == "measured"
+        assert within(got.t, sent)
+
+    def test_coalesced_events_are_dated_from_the_pace(self, pair) -> None:
+        client, server = pair
+        arrivals = Arrivals(client)
+        sends = []
+        for n in range(3):
+            sends.append(timed_send(server, event(n)))
+            time.sleep(0.03)
+        arrivals.observe()  # the reader was away: one observation, the newest stamp
+        data = client.recv(4096)
+        arrivals.read(data, perf_counter())
+        first, _, last = arrivals.ends
+        newest = arrivals.arrival(last)
+        assert newest is not None and newest.source == "measured"
+        assert within(newest.t, sends[2])
+        oldest = arrivals.arrival(first, pace=sends[1][0] - sends[0][0])
+        assert oldest is not None and oldest.source == "estimated"
+        assert abs(oldest.t - sends[0][0]) < 0.003
+        # Without a pace the bound still holds: no earlier than the connection's start.
+        unpaced = arrivals.arrival(first)
+        assert unpaced is not None and arrivals.t_start <= unpaced.t <= newest.t
+
+    def test_a_read_time_is_kept_where_nothing_was_queued(self, pair) -> None:
+        client, server = pair
+        arrivals = Arrivals(client)
+        assert arrivals.observe() == 0  # nothing there: the read waits for it
+        threading.Timer(0.02, server.sendall, (event(1),)).start()
+        data = client.recv(4096)
+        t = perf_counter()
+        arrivals.read(data, t)
+        got = arrivals.arrival(arrivals.ends[0])
+        assert got is not None and got.source == "read" and got.t == t
+
+    def test_the_request_leaves_with_a_transmit_stamp(self, pair) -> None:
+        client, _server = pair
+        arrivals = Arrivals(client)
+        arrivals.sending()
+        sent = timed_send(client, b"x" * 100_000)
+        arrivals.done_sending()
+        assert arrivals.t_sent is not None and within(arrivals.t_sent, sent)
+        # Nothing left in the error queue: the socket does not poll as failed.
+        import select
+
+        poller = select.poll()
+        poller.register(client.fileno(), select.POLLIN | select.POLLERR)
+        assert poller.poll(0) == []
+
+
+class TestWatcher:
+    """The watcher thread stamps each arrival while the reader is away."""
+
+    def test_each_arrival_stamped(self, pair) -> None:
+        client, server = pair
+        arrivals = Arrivals(client)
+        WATCHER.watch(arrivals)
+        try:
+            sends = []
+            for n in range(3):
+                sends.append(timed_send(server, event(n)))
+                time.sleep(0.03)  # the test thread sleeps: the watcher gets the GIL
+            data = client.recv(4096)
+            arrivals.read(data, perf_counter())
+        finally:
+            WATCHER.unwatch(arrivals)
+        for end, sent in zip(arrivals.ends, sends, strict=True):
+            got = arrivals.arrival(end)
+            assert got is not None and got.source == "measured", (got, arrivals.cum)
+            assert within(got.t, sent)
+
+    def test_a_collection_that_holds_the_gil(self, pair, tmp_path) -> None:
+        """Bytes that land during a garbage collection (nobody can stamp them then) are
+        dated back from the newest stamp at the pace the later ones show."""
+        client, server = pair
+        server_fd = os.dup(server.fileno())
+        go_r, go_w = os.pipe()
+        script = (
+            "import os, socket, sys, time\n"
+            "s = socket.socket(fileno=int(sys.argv[1]))\n"
+            "os.read(int(sys.argv[2]), 1)\n"
+            "for n in range(8):\n"
+            "    time.sleep(0.02)\n"
+            "    t = time.perf_counter(); s.sendall(b'data: {\"n\": %d}\\n\\n' % n)\n"
+            "    print(t, flush=True)\n"
+        )
+        writer = subprocess.Popen([sys.executable, "-c", script, str(server_fd), str(go_r)],
+                                  pass_fds=(server_fd, go_r), stdout=subprocess.PIPE, text=True)
+        os.close(server_fd)
+        os.close(go_r)
+        heap = [[i] for i in range(600_000)]
+        arrivals = Arrivals(client)
+        WATCHER.watch(arrivals)
+        try:
+            os.write(go_w, b"g")
+            started = perf_counter()
+            gc.collect()
+            paused = perf_counter() - started
+            out, _ = writer.communicate(timeout=30)
+            data = b""
+            while len(data) < sum(len(event(n)) for n in range(8)):
+                data += client.recv(4096)
+            arrivals.read(data, perf_counter())
+        finally:
+            WATCHER.unwatch(arrivals)
+            os.close(go_w)
+            del heap
+        sent = [float(line) for line in out.split()]
+        during = [t for t in sent if t < started + paused]
+        if len(during) < 2:
+            pytest.skip(f"the collection ({paused * 1e3:.0f} ms) was too short to hold two "
+                        "arrivals")
+        pace = arrivals.pace(arrivals.ends[len(during) - 1])
+        first = arrivals.arrival(arrivals.ends[0], pace)
+        assert first is not None and first.source == "estimated"
+        # Dated back, within two paces of its send (the bound says how far it may be off).
+        assert abs(first.t - sent[0]) <= 0.045, (first, sent[0], paused)
+        assert first.t - first.bound <= sent[0] + CLOCK_SLACK
