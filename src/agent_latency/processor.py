@@ -89,10 +89,12 @@ class _OpenTask(TaskNode):
     __slots__ = ("closed", "open_spans", "opened", "request", "span_id", "whole_process")
 
     parent: _OpenTask | None
+    cpu_samples: list[tuple[int, int]]
 
     def __init__(self, span_id: int, name: str, start_ns: int, parent: _OpenTask | None,
                  request: bool = False, whole_process: bool = False):
         super().__init__(span_id, name, start_ns, parent)
+        self.cpu_samples = []
         self.span_id = span_id
         self.closed = False
         self.open_spans = 0  # spans started in it and not ended yet (not its own)

@@ -62,8 +62,9 @@ class TaskNode:
         self.intervals: list[Interval] = []
         self.counts: dict[str, int] = dict.fromkeys(COUNT_NAMES, 0)
         self.budget: Budget | None = None
-        self.overlays: list[Interval] = []
-        self.cpu_samples: list[tuple[int, int]] = []
+        # Empty tuples until there is something (a report holds many tasks, most with none).
+        self.overlays: Sequence[Interval] = ()
+        self.cpu_samples: Sequence[tuple[int, int]] = ()
 
     @property
     def did_agent_work(self) -> bool:
@@ -105,14 +106,13 @@ class TaskNode:
             counts[key] = counts.get(key, 0) + value
         counts["subtasks"] += 1
         if child.cpu_samples:
-            self.cpu_samples.extend(child.cpu_samples)
+            self.cpu_samples = [*self.cpu_samples, *child.cpu_samples]
             self.sampled()
 
     def sampled(self) -> None:
         """CPU samples were added: keep at most ``MAX_CPU_SAMPLES``."""
         if len(self.cpu_samples) > MAX_CPU_SAMPLES:
-            self.cpu_samples.sort()
-            self.cpu_samples = self.cpu_samples[::2]
+            self.cpu_samples = sorted(self.cpu_samples)[::2]
 
     def finish(self, end_ns: int, *, overlays: Iterable[Interval] = (),
                cpu: Iterable[tuple[int, int]] | None = None) -> Budget:

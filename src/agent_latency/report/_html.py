@@ -25,7 +25,7 @@ from typing import Any
 from ..budget import COMPONENTS, Budget, Scenario, component_of, project
 from ._compare import LABELS as METRIC_LABELS
 from ._compare import Comparison
-from ._render import LABELS
+from ._render import LABELS, other_parts_line
 from ._stats import summarize
 from ._tasks import StoredTask
 
@@ -204,6 +204,7 @@ def _waterfall(task: StoredTask, nested: Sequence[StoredTask] = ()) -> dict[str,
         "shares": [{"label": LABELS[c], "seconds": budget.shares[c],
                     "pct": 100 * budget.shares[c] / (budget.wall or 1),
                     "colour": COMPONENT_COLOURS[c]} for c in COMPONENTS],
+        "other_parts": other_parts_line(budget),
         "rows": rows, "ticks": ticks, "height": 20 + len(rows) * ROW_HEIGHT + 22,
         "width": WIDTH, "label_width": LABEL_WIDTH,
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
-from ..budget import COMPONENTS, Budget, Projection
+from ..budget import COMPONENTS, OTHER_PARTS, Budget, Projection
 
 LABELS = {
     "output_generation": "output generation",
@@ -47,6 +47,17 @@ def counts_line(budget: Budget) -> str:
     return ", ".join(parts) or "no LLM or tool calls recorded"
 
 
+def other_parts_line(budget: Budget) -> str:
+    """``other``'s parts as one line (empty when the task has no other time)."""
+    parts = budget.other_parts
+    if not parts or budget.shares["other"] <= 0:
+        return ""
+    line = "other = " + " + ".join(f"{part} {parts[part]:.3f}" for part in OTHER_PARTS) + " s"
+    if not budget.other_measured:
+        line += " (gc, imports and cpu need the live process: not stored with this task)"
+    return line
+
+
 def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> None:
     """Print one task's budget as a table with a bar per component."""
     out = stream or sys.stdout
@@ -58,6 +69,8 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> N
             print(f"  {label:<18} {share:9.3f} s {pct:6.1f} %  busy {busy:9.3f} s  "
                   f"{_bar(pct)}", file=out)
         print(f"  {counts_line(budget)}", file=out)
+        if line := other_parts_line(budget):
+            print(f"  {line}", file=out)
         return
     from rich.table import Table
 
@@ -70,6 +83,8 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> N
     for label, share, pct, busy in budget_rows(budget):
         table.add_row(label, f"{share:.3f}", f"{pct:.1f}", f"{busy:.3f}", _bar(pct))
     console.print(table)
+    if line := other_parts_line(budget):
+        console.print(f"  {line}")
     console.print(f"  {counts_line(budget)}\n")
 
 
