@@ -69,6 +69,9 @@ _SWEEP_AFTER_S = 60.0
 _METRIC_ATTRIBUTES = tuple((c, {semconv.COMPONENT: c}) for c in COMPONENTS)
 _PART_ATTRIBUTES = tuple((p, {semconv.OTHER_PART: p}) for p in OTHER_PARTS)
 _time_ns = time.time_ns
+# CPU samples of a task at least this far apart: a burst of spans costs one (the CPU time of a
+# stretch this short is placed within it at most this far from where it was spent).
+_SAMPLE_EVERY_NS = 1_000_000
 # Two threads may append to a ring a little out of the order their entries ended.
 _RING_DISORDER_NS = 1_000_000_000
 _cpu_ns = time.process_time_ns
@@ -265,9 +268,12 @@ class BudgetSpanProcessor(SpanProcessor):
                 return
             if owner.closed:
                 return
-            # The process's CPU time at each span boundary: the agent's own CPU is placed on
-            # the task's other time between two of them.
-            owner.cpu_samples.append((_time_ns(), _cpu_ns()))
+            # The process's CPU time at span boundaries: the agent's own CPU is placed on the
+            # task's other time between two of them.
+            samples = owner.cpu_samples
+            now = _time_ns()
+            if now - samples[-1][0] >= _SAMPLE_EVERY_NS:
+                samples.append((now, _cpu_ns()))
             sid = _span_id(span)
             owner_map = self._owner
             owner_map[sid] = owner
@@ -316,9 +322,11 @@ class BudgetSpanProcessor(SpanProcessor):
                 return
             task.open_spans -= 1
             samples = task.cpu_samples
-            samples.append((_time_ns(), _cpu_ns()))
-            if len(samples) > MAX_CPU_SAMPLES:
-                task.sampled()
+            now = _time_ns()
+            if now - samples[-1][0] >= _SAMPLE_EVERY_NS:
+                samples.append((now, _cpu_ns()))
+                if len(samples) > MAX_CPU_SAMPLES:
+                    task.sampled()
             top = self._in_tool.pop(sid, sid)
             attrs = _attributes_of(span)
             if not attrs:

@@ -89,17 +89,16 @@ _GC_BIT = _LAG_BIT << 2
 _CLAIMING = ((GC, _GC_BIT), (IMPORTS, _IMPORTS_BIT), (LAG, _LAG_BIT))  # priority order
 _CLAIMED = _GC_BIT | _IMPORTS_BIT | _LAG_BIT
 _PART_BIT = dict(_CLAIMING)
+# One bit per phase: its component's, or an overlay's own.
 _PHASE_BITS = {
-    **{phase: 1 << _INDEX[component] | _PART_BIT.get(PHASE_PART.get(phase, ""), 0)
-       for phase, component in PHASE_COMPONENT.items()},
+    **{phase: 1 << _INDEX[component] for phase, component in PHASE_COMPONENT.items()},
     **{component: 1 << i for i, component in enumerate(COMPONENTS)},
     GC: _GC_BIT,
     IMPORTS: _IMPORTS_BIT,
 }
-_BUSY_KEYS = frozenset(_PHASE_BITS.values())
+# Phases that also claim a part of ``other`` (``client_tail``: lag): a second pair of events.
+_PHASE_PART_BIT = {phase: _PART_BIT[part] for phase, part in PHASE_PART.items()}
 _SINGLE_BITS = tuple(1 << i for i in range(_GC_BIT.bit_length()))
-# Each phase's bits one by one (most carry one; ``client_tail`` two).
-_SINGLE = {bits: tuple(b for b in _SINGLE_BITS if bits & b) for bits in _BUSY_KEYS}
 # The component indexes in each bit mask (the parts' bits are no component).
 _MEMBERS = [tuple(i for i in range(len(COMPONENTS)) if m >> i & 1)
             for m in range(_GC_BIT << 1)]
@@ -122,7 +121,7 @@ def split(
     measured.  The result does not depend on the order of ``intervals`` or ``cpu``.
     """
     end_ns = max(end_ns, start_ns)
-    busy_ns = dict.fromkeys(_BUSY_KEYS, 0)
+    busy_ns = dict.fromkeys(_SINGLE_BITS, 0)
     events = _events(intervals, start_ns, end_ns, busy_ns)
     windows = None
     if cpu is not None:
@@ -140,6 +139,7 @@ def _events(intervals: Iterable[Interval | tuple[Any, ...]], start_ns: int, end_
     """Sweep events (time, +bits when an interval opens, -bits when it closes) of
     ``intervals`` clipped to ``[start_ns, end_ns]``, their time added to ``busy_ns``."""
     bits = _PHASE_BITS
+    parts = _PHASE_PART_BIT
     events: list[tuple[int, int]] = []
     append = events.append
     for iv in intervals:
@@ -148,41 +148,43 @@ def _events(intervals: Iterable[Interval | tuple[Any, ...]], start_ns: int, end_
         e = iv[1] if iv[1] < end_ns else end_ns
         if e <= s:
             continue
-        bit = bits.get(iv[2]) or 1 << _INDEX[component_of(iv[2])]
+        phase = iv[2]
+        bit = bits.get(phase) or 1 << _INDEX[component_of(phase)]
         busy_ns[bit] += e - s
         append((s, bit))
         append((e, -bit))
+        if phase in parts:
+            part = parts[phase]
+            append((s, part))
+            append((e, -part))
     return events
 
 
 def _sweep(events: list[tuple[int, int]], start_ns: int, end_ns: int,
-           by_mask: dict[int, int], mark: CpuWindows | None = None) -> None:
+           by_mask: dict[int, int], cpu: CpuWindows | None = None) -> None:
     """Add to ``by_mask`` the time of ``[start_ns, end_ns]`` spent under each set of active
     bits (a mask).  Time with the same set is summed per set, and only at the end divided
-    among the set's members: the loop does one addition per event.  An event of bits 0 is a
-    CPU sample: ``mark`` is called with the totals up to its time."""
+    among the set's members: the loop does one addition per event.  With ``cpu``, an event of
+    bit 0 is a CPU sample: ``cpu`` is told the totals up to its time."""
     events.sort()
     active = dict.fromkeys(_SINGLE_BITS, 0)
     mask = 0
     cursor = start_ns
-    for t, bits in events:
+    for t, bit in events:
         if t > cursor:
             by_mask[mask] = by_mask.get(mask, 0) + (t - cursor)
             cursor = t
-        if bits > 0:
-            # An interval may carry two bits (a component and the part it claims): each
-            # is counted on its own, as intervals of other phases may share one.
-            for bit in _SINGLE[bits]:
-                if not active[bit]:
-                    mask |= bit
-                active[bit] += 1
-        elif bits:
-            for bit in _SINGLE[-bits]:
-                active[bit] -= 1
-                if not active[bit]:
-                    mask &= ~bit
-        elif mark is not None:
-            mark(by_mask)
+        if bit > 0:
+            if not active[bit]:
+                mask |= bit
+            active[bit] += 1
+        elif bit:
+            bit = -bit
+            active[bit] -= 1
+            if not active[bit]:
+                mask &= ~bit
+        elif cpu is not None:
+            cpu.sample(by_mask)
     if end_ns > cursor:
         by_mask[mask] = by_mask.get(mask, 0) + (end_ns - cursor)
 
@@ -197,32 +199,33 @@ def _other_ns(mask: int, ns: float) -> float:
     return 0.0
 
 
+# The share of an instant under each mask that is unclaimed ``other`` time.
+_FREE = [0.0 if m & _CLAIMED else _other_ns(m, 1.0) for m in range(_GC_BIT << 1)]
+
+
 class CpuWindows:
     """CPU samples met by the sweep: the CPU time of each stretch between two samples
     placed on the stretch's unclaimed ``other`` time (at most all of it), summed in
     ``cpu_ns``.  Samples at the edges of a garbage-collection pause or an import make it a
     stretch of its own, whose CPU time is the pause's or the import's, not the agent's."""
 
-    __slots__ = ("_last", "_snapshot", "_values", "cpu_ns")
+    __slots__ = ("_free_at", "_last", "_values", "cpu_ns")
 
     def __init__(self, values: Iterable[int]) -> None:
         self._values = iter(values)
         self._last: int | None = None
-        self._snapshot: dict[int, int] = {}
+        self._free_at = 0.0
         self.cpu_ns = 0.0
 
-    def __call__(self, by_mask: Mapping[int, int]) -> None:
+    def sample(self, by_mask: Mapping[int, int]) -> None:
+        """The sweep met the next sample, ``by_mask`` the time up to it under each mask."""
         cpu = next(self._values)
+        free_table = _FREE
+        free = sum(ns * free_table[mask] for mask, ns in by_mask.items())
         if self._last is not None:
-            snapshot = self._snapshot
-            free = 0.0
-            for mask, ns in by_mask.items():
-                ns -= snapshot.get(mask, 0)
-                if ns and not mask & _CLAIMED:
-                    free += _other_ns(mask, ns)
-            self.cpu_ns += min(max(cpu - self._last, 0), free)
+            self.cpu_ns += min(max(cpu - self._last, 0), free - self._free_at)
         self._last = cpu
-        self._snapshot = dict(by_mask)
+        self._free_at = free
 
 
 def _budget(by_mask: Mapping[int, int], busy_ns: Mapping[int, int], wall_ns: int,
@@ -254,8 +257,7 @@ def _budget(by_mask: Mapping[int, int], busy_ns: Mapping[int, int], wall_ns: int
     return Budget(
         wall=wall_ns * _NS,
         shares=shares,
-        busy={c: sum(ns for key, ns in busy_ns.items() if key >> i & 1) * _NS
-              for i, c in enumerate(COMPONENTS)},
+        busy={c: busy_ns[1 << i] * _NS for i, c in enumerate(COMPONENTS)},
         counts=dict(counts or {}),
         other_parts=other_parts(shares[OTHER], claims),
         other_measured=cpu is not None,
