@@ -43,7 +43,7 @@ class ImportTimes:
         """Time imports from now on (idempotent)."""
         if self._original is not None:
             return
-        import importlib._bootstrap as bootstrap
+        bootstrap = _bootstrap()
 
         if not self.since_ns:
             self.since_ns = time_ns()
@@ -79,10 +79,18 @@ class ImportTimes:
         original, self._original = self._original, None
         if original is None:
             return
-        import importlib._bootstrap as bootstrap
+        bootstrap = _bootstrap()
 
         if getattr(bootstrap._find_and_load, "__wrapped__", None) is original:
             bootstrap._find_and_load = original
+
+
+def _bootstrap() -> Any:
+    """``importlib._bootstrap``, where CPython looks ``_find_and_load`` up (typed loosely:
+    typeshed does not list its private functions)."""
+    import importlib._bootstrap as bootstrap
+
+    return bootstrap
 
 
 IMPORTS = ImportTimes()
