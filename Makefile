@@ -4,6 +4,8 @@
 #            .venv, the older httpx-based line in .venv-legacy) and the documentation site
 #            built with --strict (make docs-check).
 # make docs: serve the documentation site on http://127.0.0.1:8000.
+# make servers: the reference servers the stack tests run (Collector, Jaeger, Prometheus,
+#            promtool, Alertmanager, amtool), built from Go modules into $(SERVERS_BIN).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -18,11 +20,24 @@ DOCS_SITE ?= site
 # The older SDK line, on httpx/httpcore instead of httpx2/httpcore2.
 LEGACY_PINS ?= "openai>=1.40,<2" "anthropic>=0.40,<0.50" "mcp>=1.9,<2"
 # Debian packages: iptables and libnetfilter-queue for the simulator's kernel-delay mode;
-# Prometheus and Alertmanager for the production-stack tests (tests/production); iproute2 for
-# network namespaces, for servers that must not be reachable from outside (Phoenix); Chromium
-# for the --html page's test and the documentation site's (driven headless; never downloaded).
-SYSTEM_PACKAGES ?= iptables libnetfilter-queue-dev build-essential iproute2 prometheus \
-	prometheus-alertmanager chromium
+# iproute2 for network namespaces, for servers that must not be reachable from outside
+# (Phoenix); Chromium for the --html page's test and the documentation site's (driven
+# headless; never downloaded).
+SYSTEM_PACKAGES ?= iptables libnetfilter-queue-dev build-essential iproute2 chromium
+
+# The stack's servers, built from Go modules through the Go module proxy (never a binary
+# download), at the releases docker-compose.yml pins: the Collector from its builder manifest
+# (deploy/otel-collector/otelcol, generated), Jaeger, Prometheus with promtool and
+# Alertmanager with amtool (deploy/servers/*/go.mod, one `tool` module each, go.sum pinned).
+# Go's own module and build caches (GOMODCACHE, GOCACHE: outside the work tree) hold the
+# work, so a build after the first one only links.  The tests find the binaries here
+# (AGENT_LATENCY_SERVERS overrides).
+GO ?= go
+SERVERS_BIN ?= .servers/bin
+SERVER_MODULES := deploy/otel-collector/otelcol deploy/servers/jaeger deploy/servers/prometheus \
+	deploy/servers/alertmanager
+SERVER_SOURCES := $(foreach m,$(SERVER_MODULES),$(m)/go.mod $(m)/go.sum) \
+	$(wildcard deploy/otel-collector/otelcol/*.go)
 
 # netfilterqueue builds against libnetfilter-queue-dev; without it the kernel-delay tests skip.
 define kernel_delay_deps
@@ -30,7 +45,7 @@ define kernel_delay_deps
 	  $(1)/bin/python -m pip install -q 'netfilterqueue>=1.1'; fi
 endef
 
-.PHONY: demo test test-current test-legacy lint typecheck docs docs-check system-packages bench clean
+.PHONY: demo servers test test-current test-legacy lint typecheck docs docs-check system-packages bench clean
 
 $(VENV)/.demo-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +86,31 @@ $(PHOENIX)/.test-installed: pyproject.toml
 	$(PHOENIX)/bin/python -m pip install -q 'arize-phoenix>=12,<21'
 	touch $@
 
+servers: $(SERVERS_BIN)/.built
+
+# Prometheus and Alertmanager report the release they were built from (`--version`, from
+# the module's VERSION file, as their own release builds stamp it). Alertmanager's module
+# lacks its compiled web UI (ui/app/dist, which it embeds): it is built from a vendor copy
+# with a placeholder page there, so it serves the API only, as the other builds here do
+# (`go mod vendor -e` reports the missing files it is about to get: expected).
+AM_UI := vendor/github.com/prometheus/alertmanager/ui/app/dist
+$(SERVERS_BIN)/.built: $(SERVER_SOURCES) deploy/servers/alertmanager/ui-placeholder.html
+	@mkdir -p $(SERVERS_BIN)
+	@start=$$(date +%s); out=$(abspath $(SERVERS_BIN))/; \
+	$(GO) -C deploy/otel-collector/otelcol build -o $$out . && \
+	$(GO) -C deploy/servers/jaeger build -o $$out tool && \
+	stamp() { echo "-X github.com/prometheus/common/version.Version=$$(cat \
+	  $$($(GO) -C deploy/servers/$$1 list -mod=mod -m -f '{{.Dir}}' github.com/prometheus/$$1)/VERSION)"; } && \
+	$(GO) -C deploy/servers/prometheus build -o $$out -ldflags "$$(stamp prometheus)" tool && \
+	$(GO) -C deploy/servers/alertmanager mod vendor -e && \
+	for ui in elm mantine; do mkdir -p deploy/servers/alertmanager/$(AM_UI)/$$ui && \
+	  cp deploy/servers/alertmanager/ui-placeholder.html \
+	    deploy/servers/alertmanager/$(AM_UI)/$$ui/index.html || exit 1; done && \
+	$(GO) -C deploy/servers/alertmanager build -mod=vendor -o $$out \
+	  -ldflags "$$(stamp alertmanager)" tool && \
+	echo "servers built in $$(( $$(date +%s) - start )) s into $(SERVERS_BIN)"
+	@touch $@
+
 system-packages:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -82,7 +122,7 @@ system-packages:
 	  else echo "not root: skipping system packages$$missing (their tests skip)"; fi; \
 	fi
 
-test: system-packages $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed \
+test: system-packages servers $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed \
       $(PHOENIX)/.test-installed
 	$(MAKE) lint typecheck test-current test-legacy docs-check
 
@@ -95,7 +135,8 @@ lint: $(VENV)/.test-installed
 typecheck: $(VENV)/.test-installed
 	$(VENV)/bin/python -m mypy
 
-test-current: $(VENV)/.test-installed
+test-current: $(VENV)/.test-installed servers
+	AGENT_LATENCY_SERVERS=$(abspath $(SERVERS_BIN)) \
 	AGENT_LATENCY_AIDER_PYTHON=$(abspath $(AIDER))/bin/python \
 	AGENT_LATENCY_PHOENIX=$(abspath $(PHOENIX))/bin/phoenix \
 	  $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
@@ -118,4 +159,4 @@ bench: $(VENV)/.test-installed
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || echo "($$b exited $$?)"; done
 
 clean:
-	rm -rf $(VENV) $(LEGACY) $(AIDER) .pytest_cache .hypothesis .agent-latency $(DOCS_SITE)
+	rm -rf $(VENV) $(LEGACY) $(AIDER) .servers .pytest_cache .hypothesis .agent-latency $(DOCS_SITE)

@@ -104,7 +104,7 @@ class TestTaskSpans:
         tool_point = next(p for p in points
                           if p.attributes[semconv.COMPONENT] == "tool_execution")
         assert tool_point.sum == pytest.approx(0.01, abs=0.01)
-        assert list(tool_point.explicit_bounds) == list(semconv.DURATION_BUCKETS)
+        assert list(tool_point.explicit_bounds) == list(semconv.TASK_DURATION_BUCKETS)
 
     def test_exception_propagates_and_budget_is_kept(self, otel):
         with pytest.raises(KeyError):

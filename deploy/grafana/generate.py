@@ -32,14 +32,18 @@ from grafana_foundation_sdk.models import dashboard as dashboard_m
 OUT_DIR = Path(__file__).resolve().parent / "dashboards"
 PROMETHEUS = dashboard_m.DataSourceRef(type_val="prometheus", uid="prometheus")
 RATE = "$__rate_interval"
-# Label filters from the dashboard's variables.
-LLM = 'gen_ai_provider_name=~"$provider", gen_ai_request_model=~"$model"'
+# Label filters from the dashboard's variables. `job` is the agent's service.name (the
+# Collector's prometheus exporter, and Prometheus' scrape job for an agent's own endpoint).
+SERVICE = 'job=~"$service"'
+LLM = f'{SERVICE}, gen_ai_provider_name=~"$provider", gen_ai_request_model=~"$model"'
 BY_MODEL = "gen_ai_provider_name, gen_ai_request_model"
 
-TASK_SUM = "agent_latency_task_duration_seconds_sum"
+TASK_SUM = f"agent_latency_task_duration_seconds_sum{{{SERVICE}}}"
 # Every task records one point per component: the count of any one component is the
 # number of tasks.
-TASK_COUNT = 'agent_latency_task_duration_seconds_count{agent_latency_component="other"}'
+TASK_COUNT = ("agent_latency_task_duration_seconds_count"
+              f'{{{SERVICE}, agent_latency_component="other"}}')
+TASK_WALL_BUCKET = f"agent_latency_task_wall_time_seconds_bucket{{{SERVICE}}}"
 TTFT_BUCKET = "agent_latency_llm_time_to_first_token_seconds_bucket"
 OUTPUT_TPS = "agent_latency_llm_output_tokens_per_second"
 PREFILL_TPS = "agent_latency_llm_prefill_tokens_per_second"
@@ -74,6 +78,7 @@ def _timeseries(title: str, description: str, unit: str, *, width: int = 12,
 
 
 def _variable(name: str, label: str, metric_label: str) -> dashboard_b.QueryVariable:
+    """A multi-value variable over the values of one label of the LLM call metric."""
     return (dashboard_b.QueryVariable(name).label(label).datasource(PROMETHEUS)
             .query(f"label_values({LLM_CALLS}, {metric_label})")
             .refresh(dashboard_m.VariableRefresh.ON_TIME_RANGE_CHANGED)
@@ -130,9 +135,20 @@ def task_panels() -> list:
         "s", width=8,
     ).with_target(_query(
         "histogram_quantile(0.95, sum by (le, agent_latency_component) "
-        f"(rate(agent_latency_task_duration_seconds_bucket[{RATE}])))",
+        f"(rate(agent_latency_task_duration_seconds_bucket{{{SERVICE}}}[{RATE}])))",
         "p95 {{agent_latency_component}}", exemplar=True))
-    return [per_task, shares, pie, rate, component_p95]
+    wall = _timeseries(
+        "Task wall time p50 / p95 (by task name when labelled)",
+        "Wall time of whole tasks (buckets to 87 min). By task name when the agents set "
+        "AGENT_LATENCY_METRIC_TASK_NAMES=true (at most AGENT_LATENCY_METRIC_TASK_NAMES_LIMIT "
+        "names, then _other); one line per quantile otherwise.",
+        "s", width=24,
+    ).targets([_query(f"histogram_quantile({q}, sum by (le, agent_latency_task_name) "
+                      f"(rate({TASK_WALL_BUCKET}[{RATE}])))",
+                      f"p{round(q * 100)} {{{{agent_latency_task_name}}}}", ref,
+                      exemplar=True)
+               for q, ref in ((0.5, "A"), (0.95, "B"))])
+    return [per_task, shares, pie, rate, component_p95, wall]
 
 
 def llm_panels() -> list:
@@ -185,7 +201,8 @@ def network_panels() -> list:
         "of all tasks' wall time.",
         "percentunit",
     ).with_target(_query(
-        f'sum(rate({TASK_SUM}{{agent_latency_component="network_overhead"}}[{RATE}]))\n'
+        f"sum(rate(agent_latency_task_duration_seconds_sum"
+        f'{{{SERVICE}, agent_latency_component="network_overhead"}}[{RATE}]))\n'
         f"/ sum(rate({TASK_SUM}[{RATE}]))", "network share"))
     connections = _timeseries(
         "New connections per task",
@@ -193,8 +210,8 @@ def network_panels() -> list:
         "client (no connection pool) per call.",
         "none",
     ).with_target(_query(
-        f"sum(rate({NEW_CONNECTIONS}_sum[{RATE}]))\n"
-        f"/ sum(rate({NEW_CONNECTIONS}_count[{RATE}]))", "connections per task"))
+        f"sum(rate({NEW_CONNECTIONS}_sum{{{SERVICE}}}[{RATE}]))\n"
+        f"/ sum(rate({NEW_CONNECTIONS}_count{{{SERVICE}}}[{RATE}]))", "connections per task"))
     return [share, connections]
 
 
@@ -206,13 +223,15 @@ def tool_panels() -> list:
         "agents (outermost tool calls inside tasks).",
         "s", stacking=common.StackingMode.NORMAL, fill=60,
     ).with_target(_query(
-        f"sum by (gen_ai_tool_name) (rate({TOOL}_sum[{RATE}]))", "{{gen_ai_tool_name}}"))
+        f"sum by (gen_ai_tool_name) (rate({TOOL}_sum{{{SERVICE}}}[{RATE}]))",
+        "{{gen_ai_tool_name}}"))
     p95 = _timeseries(
         "Tool call duration p95 by tool",
         "95th percentile duration of one tool call, by tool. Points are exemplars.",
         "s",
     ).with_target(_query(
-        f"histogram_quantile(0.95, sum by (le, gen_ai_tool_name) (rate({TOOL}_bucket[{RATE}])))",
+        "histogram_quantile(0.95, sum by (le, gen_ai_tool_name) "
+        f"(rate({TOOL}_bucket{{{SERVICE}}}[{RATE}])))",
         "p95 {{gen_ai_tool_name}}", exemplar=True))
     return [busy, p95]
 
@@ -226,6 +245,7 @@ def overview() -> dashboard_b.Dashboard:
                           "metrics.")
              .tags(["agent-latency", "opentelemetry", "genai"])
              .time("now-1h", "now").refresh("30s").timezone("browser").readonly()
+             .with_variable(_variable("service", "Service", "job"))
              .with_variable(_variable("provider", "Provider", "gen_ai_provider_name"))
              .with_variable(_variable("model", "Model", "gen_ai_request_model"))
              .link(dashboard_b.DashboardLink("Traces in Jaeger")

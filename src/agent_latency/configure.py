@@ -133,6 +133,7 @@ def _instrument(summary: bool | None, targets: list[str] | None,
                 max_open_tasks=env_int(semconv.ENV_MAX_OPEN_TASKS, 10_000, maximum=10**8),
                 max_task_age=env_number(semconv.ENV_TASK_MAX_AGE, 24 * 3600.0,
                                         maximum=10 * 366 * 24 * 3600.0),
+                task_names=_metric_task_names(),
             )
             # Budget first: its on_end must run before exporters' in the same provider.
             _add_span_processor(provider, state.processor)
@@ -252,6 +253,15 @@ def _open_implicit_process_task() -> None:
                                    {semconv.PROCESS_TASK: True, **startup_attributes(start_ns)})
     except Exception:  # noqa: BLE001 - the program runs on without its process task
         internal_error("instrument.process_task")
+
+
+def _metric_task_names() -> int:
+    """How many task names the wall-time metric may label: 0 unless
+    ``AGENT_LATENCY_METRIC_TASK_NAMES`` is on, then ``…_LIMIT`` (default 100)."""
+    if not env_flag(semconv.ENV_METRIC_TASK_NAMES, False):
+        return 0
+    return env_int(semconv.ENV_METRIC_TASK_NAMES_LIMIT, semconv.DEFAULT_METRIC_TASK_NAMES_LIMIT,
+                   maximum=100_000)
 
 
 def _is_proxy(provider: object) -> bool:

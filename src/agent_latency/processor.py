@@ -65,7 +65,8 @@ _SWEEP_AFTER_LEAKED = 10_000
 _SWEEP_AFTER_S = 60.0
 
 # One point per component per task.  The task name is deliberately not an attribute: task
-# names are free text and would make the metric's cardinality unbounded.
+# names are free text and would make the metric's cardinality unbounded (the wall-time
+# histogram takes it only when asked, and bounded: _TaskNameLabels).
 _METRIC_ATTRIBUTES = tuple((c, {semconv.COMPONENT: c}) for c in COMPONENTS)
 _PART_ATTRIBUTES = tuple((p, {semconv.OTHER_PART: p}) for p in OTHER_PARTS)
 _time_ns = time.time_ns
@@ -84,6 +85,30 @@ _SERVER = SpanKind.SERVER
 _STARTUP = semconv.TASK_STARTUP
 _PROCESS = semconv.PROCESS_TASK
 _RUN = semconv.RUN_TASK
+
+class _TaskNameLabels:
+    """The wall-time metric's attributes for a task name: none unless names were asked for;
+    then the name itself for the first ``limit`` distinct names and ``_other`` after."""
+
+    __slots__ = ("_limit", "_seen")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._seen: dict[str, dict[str, str]] = {}
+
+    def __call__(self, name: str) -> dict[str, str] | None:
+        if self._limit <= 0:
+            return None
+        attributes = self._seen.get(name)
+        if attributes is None:
+            if len(self._seen) >= self._limit:
+                warn_once("task-name-limit", "agent-latency: more than %d task names; the "
+                          "wall-time metric records later ones as %r", self._limit,
+                          semconv.TASK_NAME_OVERFLOW)
+                return {_TASK_NAME: semconv.TASK_NAME_OVERFLOW}
+            attributes = self._seen[name] = {_TASK_NAME: name}
+        return attributes
+
 
 class _OpenTask(TaskNode):
     """What the processor holds for one open task: the task tree's node (intervals, counts,
@@ -187,13 +212,15 @@ class BudgetSpanProcessor(SpanProcessor):
 
     Add it to an SDK ``TracerProvider`` (``instrument()`` does).  ``max_open_tasks`` and
     ``max_task_age`` (seconds) bound memory: past them the oldest open task is dropped with
-    a warning, once.
+    a warning, once.  ``task_names`` is how many distinct task names the wall-time metric
+    labels (0, the default: none; the metric then has no task name attribute).
     """
 
     def __init__(
         self, meter_provider: metrics.MeterProvider | None = None, *,
         max_open_tasks: int = _DEFAULT_MAX_OPEN_TASKS,
         max_task_age: float = _DEFAULT_MAX_TASK_AGE_S,
+        task_names: int = 0,
     ) -> None:
         # In start order: the oldest is evicted first, in O(1).
         self._tasks: OrderedDict[int, _OpenTask] = OrderedDict()
@@ -211,8 +238,14 @@ class BudgetSpanProcessor(SpanProcessor):
         self._task_duration = meter.create_histogram(
             semconv.METRIC_TASK_DURATION, unit="s",
             description="Share of a task's wall time spent in each budget component.",
-            explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
+            explicit_bucket_boundaries_advisory=list(semconv.TASK_DURATION_BUCKETS),
         )
+        self._task_wall_time = meter.create_histogram(
+            semconv.METRIC_TASK_WALL_TIME, unit="s",
+            description="Wall time of one task (by task name when enabled).",
+            explicit_bucket_boundaries_advisory=list(semconv.TASK_DURATION_BUCKETS),
+        )
+        self._task_name_labels = _TaskNameLabels(task_names)
         self._task_connections = meter.create_histogram(
             semconv.METRIC_TASK_NEW_CONNECTIONS, unit="{connection}",
             description="New connections (TCP connects) one task opened.",
@@ -222,7 +255,7 @@ class BudgetSpanProcessor(SpanProcessor):
             semconv.METRIC_TASK_OTHER, unit="s",
             description="A task's other time (the client's own), by part: garbage "
                         "collection, imports, lag behind the wire, CPU, idle.",
-            explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
+            explicit_bucket_boundaries_advisory=list(semconv.TASK_DURATION_BUCKETS),
         )
         self._tool_duration = meter.create_histogram(
             semconv.METRIC_TOOL_DURATION, unit="s",
@@ -453,6 +486,7 @@ class BudgetSpanProcessor(SpanProcessor):
             record_part = self._task_other.record
             for part, attributes in _PART_ATTRIBUTES:
                 record_part(budget.other_parts[part], attributes)
+        self._task_wall_time.record(budget.wall, self._task_name_labels(task.name))
         self._task_connections.record(budget.counts.get("new_connections", 0))
 
     def _note_leaked(self, count: int) -> None:

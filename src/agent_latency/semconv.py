@@ -173,6 +173,20 @@ METRIC_TASK_DURATION: Final = "agent_latency.task.duration"
 # One point per part of ``other`` per task (attribute ``agent_latency.other.part``).
 METRIC_TASK_OTHER: Final = "agent_latency.task.other"
 OTHER_PART: Final = "agent_latency.other.part"
+# Tasks run for minutes to hours: the GenAI duration buckets (up to 81.92 s) continued by
+# doubling to 5242.88 s (87 min), so a p95 of an hour-long task does not flatline.
+TASK_DURATION_BUCKETS: Final = (
+    *DURATION_BUCKETS, 163.84, 327.68, 655.36, 1310.72, 2621.44, 5242.88,
+)
+# One point per finished task: its wall time.  By task name only when asked
+# (ENV_METRIC_TASK_NAMES): names are free text, so the label is off by default and, when
+# on, bounded by ENV_METRIC_TASK_NAMES_LIMIT distinct names; later names share
+# TASK_NAME_OVERFLOW.
+METRIC_TASK_WALL_TIME: Final = "agent_latency.task.wall_time"
+ENV_METRIC_TASK_NAMES: Final = "AGENT_LATENCY_METRIC_TASK_NAMES"
+ENV_METRIC_TASK_NAMES_LIMIT: Final = "AGENT_LATENCY_METRIC_TASK_NAMES_LIMIT"
+DEFAULT_METRIC_TASK_NAMES_LIMIT: Final = 100
+TASK_NAME_OVERFLOW: Final = "_other"
 METRIC_LLM_TIME_TO_FIRST_TOKEN: Final = "agent_latency.llm.time_to_first_token"
 METRIC_LLM_OUTPUT_TOKENS_PER_SECOND: Final = "agent_latency.llm.output_tokens_per_second"
 TOKENS_PER_SECOND_BUCKETS: Final = (

@@ -4,7 +4,8 @@ One run of tests/report/html_program.py (tasks, a nested task, LLM calls, nested
 parallel tools) writes the local file (the reference) and, from the same SDK spans through
 OpenTelemetry's OTLP encoder, an OTLP/protobuf file, a Collector ``proto`` file and the
 requests Jaeger's and Tempo's replayed APIs answer from (tests/backends/replay.py).
-Phoenix is the real server, fed over OTLP by an agent in its network namespace.
+Phoenix is the real server, fed over OTLP by an agent in its network namespace; Jaeger is
+the real one in tests/production/test_jaeger.py, so only Tempo is replayed here.
 """
 
 from __future__ import annotations
@@ -131,34 +132,7 @@ class TestFiles:
 
 
 class TestJaeger:
-    """jaeger+http://…?service=… against Jaeger's query API (replayed)."""
-
-    def test_percentiles_equal_the_local_file(self, recorded, reference):
-        backend = Backend("jaeger", _requests(recorded))
-        with serve(backend) as url:
-            host = url.removeprefix("http://")
-            tasks, problems = load_source(f"jaeger+http://{host}?service=unknown_service:python"
-                                          "&lookback=2h")
-        assert problems == []
-        assert_same_percentiles(percentiles(tasks), reference, MICROSECOND_STORES)
-        assert backend.paths[0].startswith("/api/traces?service=unknown_service")
-        assert "limit=1000" in backend.paths[0] and "lookback=2h" in backend.paths[0]
-
-    def test_one_trace_by_id(self, recorded):
-        trace_id = next(iter(spans_by_trace(_requests(recorded))))
-        backend = Backend("jaeger", _requests(recorded))
-        with serve(backend) as url:
-            tasks, _ = load_source(f"jaeger+{url}?trace={trace_id}")
-        assert len(tasks) == 2 and {t.span.trace_id for t in tasks} == {trace_id}
-
-    def test_errors_are_one_line(self, recorded):
-        with serve(Backend("jaeger", _requests(recorded))) as url:
-            with pytest.raises(TraceFileError, match="needs \\?service=NAME"):
-                load_source(f"jaeger+{url}")
-            with pytest.raises(TraceFileError, match="HTTP 404"):
-                load_source(f"jaeger+{url}?trace=00000000000000000000000000000001")
-        with pytest.raises(TraceFileError, match="cannot connect"):
-            load_source("jaeger+http://127.0.0.1:9?service=x")
+    """Jaeger's model read span by span (the real Jaeger: tests/production/test_jaeger.py)."""
 
     def test_sixty_four_bit_ids_and_follows_from(self):
         trace = {"traceID": "1f", "processes": {"p1": {"serviceName": "a", "tags": []}},

@@ -1,11 +1,11 @@
 """A small instrumented coding agent for the Prometheus tests: streamed LLM calls and tools
-in a loop, its metrics on a Prometheus pull endpoint, until told to stop.
+in a loop, its metrics sent where the ``OTEL_*`` variables say, until told to stop.
 
-    OTEL_METRICS_EXPORTER=prometheus OTEL_EXPORTER_PROMETHEUS_HOST=127.0.0.1 \
-    OTEL_EXPORTER_PROMETHEUS_PORT=PORT python prom_agent.py BASE_URL CONTROL_FILE
+    OTEL_METRICS_EXPORTER=otlp OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:PORT \
+    python prom_agent.py BASE_URL CONTROL_FILE
 
-The pull endpoint is the one ``instrument()`` builds from those variables, as a deployment
-would run it.
+The exporter is the one ``instrument()`` builds from those variables, as a deployment would
+run it (``OTEL_METRICS_EXPORTER=prometheus`` gives the agent's own pull endpoint instead).
 
 CONTROL_FILE holds the simulator's prefill tokens/s for the next call (sent as the
 per-request ``simulator`` override), or ``stop``.  Every tenth call asks the simulator for a

@@ -1,5 +1,9 @@
-"""End to end on real servers: an instrumented agent against the simulator, a real Prometheus
-scraping its metrics with our rules, a real Alertmanager, a webhook receiver.
+"""End to end on real servers, the docker-compose path: an instrumented agent against the
+simulator sends its metrics over OTLP to the Collector built from the builder manifest
+(deploy/otel-collector/config.yaml, addresses on loopback); Prometheus 3 scrapes the
+Collector's `prometheus` exporter with the deployed prometheus.yml and our rules and alerts
+through Alertmanager to a webhook receiver.  Every server is the release docker-compose.yml
+pins, built by `make servers`.
 
 The rules are the deployed ones made fast (_stack.fast_rules: 10 s windows, 2 s ``for``,
 1 s evaluation) with the first-token threshold overridden to 1 s the way a deployment
@@ -24,6 +28,7 @@ import yaml
 
 from agent_latency.simulator import Simulator, SimulatorConfig
 
+from ._servers import COLLECTOR_CONFIG, loopback, server_binary, start_collector
 from ._stack import (
     DEPLOY,
     RULES,
@@ -33,7 +38,6 @@ from ._stack import (
     fast_rules,
     free_port,
     query,
-    require,
     start_alertmanager,
     start_prometheus,
     threshold_overrides,
@@ -48,8 +52,11 @@ TTFT_THRESHOLD_S = 1.0
 ALERT = "AgentLatencyFirstTokenSlow"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "agent-latency-overview.json"
 # What Grafana would put in for its variables when a query runs.
-GRAFANA_VARIABLES = {"$__rate_interval": "20s", "$__range": "1m", "$provider": ".*",
-                     "$model": ".*"}
+GRAFANA_VARIABLES = {"$__rate_interval": "20s", "$__range": "1m", "$service": ".*",
+                     "$provider": ".*", "$model": ".*"}
+SERVICE = "prom-agent"
+# The scrape job of the agent's own Prometheus endpoint (the path without a Collector).
+SDK_JOB = "agent-sdk"
 
 
 class Stack:
@@ -75,7 +82,7 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    binaries = require("prometheus", "prometheus-alertmanager")
+    binaries = {name: server_binary(name) for name in ("prometheus", "alertmanager")}
     tmp = tmp_path_factory.mktemp("prometheus-stack")
     rules = tmp / "agent-latency.yml"
     rules.write_text(fast_rules(RULES.read_text()))
@@ -84,25 +91,38 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         THRESHOLDS.read_text(), {"agent_latency:threshold:ttft_p95_seconds": TTFT_THRESHOLD_S})))
     control = tmp / "control"
     control.write_text(f"{FAST_PREFILL_TPS}\n")
-    metrics_port = free_port()
     webhook = Webhook()
     servers: list[Server] = []
     agent = None
     sim = Simulator(SimulatorConfig(prefill_tps=FAST_PREFILL_TPS, output_tps=400.0))
     try:
         sim.__enter__()
-        alertmanager = start_alertmanager(binaries["prometheus-alertmanager"], tmp, webhook.url)
+        # Traces are not this test's: the agent sends none, the exporters' peers are unused.
+        config, ports = loopback(yaml.safe_load(COLLECTOR_CONFIG.read_text()),
+                                 {"jaeger:4317": f"127.0.0.1:{free_port()}",
+                                  "tempo:4317": f"127.0.0.1:{free_port()}"})
+        collector = start_collector(tmp, config)
+        servers.append(collector)
+        alertmanager = start_alertmanager(binaries["alertmanager"], tmp, webhook.url)
         servers.append(alertmanager)
-        prometheus = start_prometheus(binaries["prometheus"], tmp, f"127.0.0.1:{metrics_port}",
-                                      [rules, thresholds], f"127.0.0.1:{alertmanager.port}")
+        exporter = f"127.0.0.1:{ports['exporters.prometheus.endpoint']}"
+        agent_endpoint = free_port()
+        prometheus = start_prometheus(binaries["prometheus"], tmp,
+                                      {"otel-collector:8889": exporter},
+                                      [rules, thresholds], f"127.0.0.1:{alertmanager.port}",
+                                      {SDK_JOB: f"127.0.0.1:{agent_endpoint}"})
         servers.append(prometheus)
-        env = {**os.environ, "AGENT_LATENCY_DIR": str(tmp / "agent"),
-               "AGENT_LATENCY_SUMMARY": "false", "AGENT_LATENCY_PROCESS_TASK": "false",
-               "OTEL_METRICS_EXPORTER": "prometheus",
-               "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
-               "OTEL_EXPORTER_PROMETHEUS_PORT": str(metrics_port)}
-        for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED"):
-            env.pop(name, None)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENT_LAT"))}
+        env.update({
+            "AGENT_LATENCY_DIR": str(tmp / "agent"), "AGENT_LATENCY_SUMMARY": "false",
+            "AGENT_LATENCY_PROCESS_TASK": "false", "AGENT_LATENCY_METRIC_TASK_NAMES": "true",
+            "OTEL_SERVICE_NAME": SERVICE, "OTEL_TRACES_EXPORTER": "none",
+            # Both paths at once: OTLP to the Collector, and the agent's own endpoint.
+            "OTEL_METRICS_EXPORTER": "otlp,prometheus", "OTEL_METRIC_EXPORT_INTERVAL": "1000",
+            "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
+            "OTEL_EXPORTER_PROMETHEUS_PORT": str(agent_endpoint),
+            "OTEL_EXPORTER_OTLP_ENDPOINT":
+                f"http://127.0.0.1:{ports['receivers.otlp.protocols.http.endpoint']}"})
         with open(tmp / "agent.log", "wb") as log:
             agent = subprocess.Popen(
                 [sys.executable, str(Path(__file__).with_name("prom_agent.py")),
@@ -182,6 +202,42 @@ class TestDashboardQueries:
         models = {s["metric"]["gen_ai_request_model"]
                   for s in scraped.query("agent_latency_llm_time_to_first_token_seconds_count")}
         assert models == {"sim-large", "sim-small"}
+        # The Collector turns the agent's service.name into `job` (honor_labels); the agent's
+        # own endpoint is scraped as its own job.
+        services = {s["metric"]["job"]
+                    for s in scraped.query("gen_ai_client_operation_duration_seconds_count")}
+        assert services == {SERVICE, SDK_JOB}
+
+
+class TestBothPaths:
+    """The Collector's exporter and the agent's own endpoint give the same metric names and
+    labels, so one set of rules and dashboards serves both."""
+
+    def test_same_names_and_labels(self, scraped: Stack):
+        def families(job: str) -> dict[str, set[str]]:
+            series = scraped.query(f'{{job="{job}", __name__=~"agent_latency_.+|gen_ai_.+"}}')
+            found: dict[str, set[str]] = {}
+            for sample in series:
+                labels = set(sample["metric"]) - {"__name__", "job", "instance"}
+                found.setdefault(sample["metric"]["__name__"], set()).update(labels)
+            return found
+
+        collector, sdk = families(SERVICE), families(SDK_JOB)
+        assert len(collector) >= 20
+        assert sorted(collector) == sorted(sdk)
+        assert collector == sdk
+
+
+class TestTaskWallTime:
+    """The wall-time histogram arrives by task name (the agent turned names on), with
+    buckets past an hour."""
+
+    def test_by_task_name_with_hour_buckets(self, scraped: Stack):
+        series = scraped.query('agent_latency_task_wall_time_seconds_bucket{le="+Inf"}')
+        assert {s["metric"]["agent_latency_task_name"] for s in series} == {"fix-tests"}
+        bounds = {float(s["metric"]["le"]) for s in scraped.query(
+            "agent_latency_task_wall_time_seconds_bucket")}
+        assert max(b for b in bounds if math.isfinite(b)) > 3600
 
 
 class TestRuleExpressions:
@@ -189,7 +245,7 @@ class TestRuleExpressions:
 
     def test_recording_rules_return_data(self, scraped: Stack):
         rules = [r for r in _rules(RULES) + _rules(THRESHOLDS) if "record" in r]
-        assert len(rules) == 8
+        assert len(rules) == 10
         empty = [r["record"] for r in rules if not _has_data(scraped.query(r["expr"]))]
         assert empty == []
 

@@ -1,4 +1,5 @@
-"""The alert rules pass `promtool check rules` and their unit tests (`promtool test rules`)."""
+"""The alert rules pass `promtool check rules` and their unit tests (`promtool test rules`),
+with the promtool of the Prometheus release the stack pins (`make servers`)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ import subprocess
 
 import yaml
 
+from ._servers import server_binary
 from ._stack import (
     DEPLOY,
     RULES,
     RULES_DIR,
     THRESHOLDS,
     fast_rules,
-    require,
     threshold_overrides,
 )
 
@@ -20,7 +21,7 @@ UNIT_TESTS = DEPLOY / "prometheus" / "tests" / "agent-latency-test.yml"
 
 
 def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    promtool = require("promtool")["promtool"]
+    promtool = server_binary("promtool")
     return subprocess.run([promtool, *args], capture_output=True, text=True, timeout=120,
                           check=False, cwd=DEPLOY / "prometheus")
 

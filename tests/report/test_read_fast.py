@@ -17,7 +17,8 @@ def _file(tmp_path: Path) -> Path:
     # Nested past orjson's 1,024 levels (written by hand: json.dumps would recurse too deep).
     deep = '{"arrayValue": {"values": [' * 350 + '{"stringValue": "x"}' + "]}}" * 350
     spans = [{"traceId": "a" * 32, "spanId": f"{i:016x}", "name": f"s{i}",
-              "startTimeUnixNano": "1", "endTimeUnixNano": "2",
+              "startTimeUnixNano": "1700000000000000001",
+              "endTimeUnixNano": "1700000000000000002",
               "attributes": [{"key": "k", "value": v}]}
              for i, v in enumerate([{"doubleValue": 1.5}, {"intValue": "7"},
                                     {"boolValue": True}, {"stringValue": "é"}, "DEEP"])]

@@ -11,11 +11,14 @@ from pathlib import Path
 from agent_latency import semconv
 from agent_latency.report import iter_traces, load_tasks, read_spans
 
+# Times are written from here on: the reader leaves out spans from before 2000.
+EPOCH = 1_700_000_000 * 1_000_000_000
+
 
 def _span(trace: int, span: int, parent: int | None, name: str, attrs: dict,
           start: int, end: int) -> dict:
     out = {"traceId": f"{trace:032x}", "spanId": f"{span:016x}", "name": name,
-           "startTimeUnixNano": str(start), "endTimeUnixNano": str(end),
+           "startTimeUnixNano": str(EPOCH + start), "endTimeUnixNano": str(EPOCH + end),
            "attributes": [{"key": k, "value": {"stringValue": v} if isinstance(v, str)
                            else {"doubleValue": v}} for k, v in attrs.items()]}
     if parent is not None:

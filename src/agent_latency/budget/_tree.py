@@ -32,8 +32,6 @@ LLM_CLIENT = semconv.LLM_CLIENT
 
 # Counts that say a task did work of its own (an LLM call or a tool).
 _OWN_WORK = ("llm_calls", "tool_calls")
-# A malformed file with a parent cycle must not hang the report.
-_MAX_DEPTH = 10_000
 # CPU samples kept per task: past this, every other one is dropped (the stretches between
 # those left are longer; each still bounds its CPU time by its own other time).
 MAX_CPU_SAMPLES = 4096
@@ -159,6 +157,7 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
             node.overlays = startup_overlay(s.attributes, s.start_ns)
     problems: list[str] = []
     orphans = 0  # LLM calls and tools no task encloses
+    ancestry = _Ancestry(by_id, tasks)
 
     for span in spans:
         attributes = span.attributes
@@ -168,18 +167,13 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
         key = (trace_id, span.span_id)
         # The nearest task around the span, and the outermost tool span of that task
         # enclosing it (the span itself when none).
-        owner = None
-        top = span
         parent = by_id.get((trace_id, span.parent_id))
-        for _ in range(_MAX_DEPTH):
-            if parent is None:
-                break
-            owner = tasks.get((parent.trace_id, parent.span_id))
-            if owner is not None:
-                break
-            if parent.attributes.get(COMPONENT) == TOOL_EXECUTION:
-                top = parent
-            parent = by_id.get((parent.trace_id, parent.parent_id))
+        owner = None if parent is None else tasks.get((parent.trace_id, parent.span_id))
+        top = span
+        if parent is not None and owner is None:  # deeper: a nested tool, a phase span
+            owner, outer = _through(parent, ancestry.above(parent))
+            if outer is not None:
+                top = outer
         if key in tasks:
             tasks[key].parent = owner
             continue
@@ -193,7 +187,8 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
         except UnknownComponentError as exc:
             problems.append(f"span {span.name!r}: {exc}; counted as other")
             kind = "other"
-        except (TypeError, ValueError) as exc:  # a stored attribute of the wrong type
+        # A stored attribute of the wrong type, or a number no float holds (inf, 10^400).
+        except (TypeError, ValueError, ArithmeticError) as exc:
             problems.append(f"span {span.name!r}: unusable budget attributes ({exc}); "
                             "counted as other")
             owner.add([Interval(span.start_ns, max(span.end_ns, span.start_ns), "other")])
@@ -208,8 +203,9 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
     ordered = sorted(tasks.values(), key=lambda t: t.start_ns)
     idle = {id(t) for t in ordered
             if t.span.attributes.get(PROCESS_TASK) and not t.did_agent_work}
+    depths = _depths(ordered, problems)
     # Innermost first, so each task hands its parent everything below it exactly once.
-    for task in sorted(ordered, key=_depth, reverse=True):
+    for task in sorted(ordered, key=lambda t: depths[id(t)], reverse=True):
         if task.parent is not None:
             task.parent.absorb(task)
     for task in ordered:
@@ -221,6 +217,59 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
     return [t for t in ordered if id(t) not in idle], problems
 
 
+class _Ancestry:
+    """What lies above each span: the nearest task, and the outermost tool span below that
+    task.  Each span's answer is found once and remembered, so a trace costs time linear
+    in its spans however deep it nests; a walk longer than the trace is a cycle of parents
+    (a malformed trace), which ends with no task."""
+
+    __slots__ = ("_by_id", "_known", "_tasks")
+
+    def __init__(self, by_id: Mapping[tuple[str, str], SpanRecord],
+                 tasks: Mapping[tuple[str, str], TaskNode]) -> None:
+        self._by_id = by_id
+        self._tasks = tasks
+        self._known: dict[tuple[str, str], tuple[TaskNode | None, SpanRecord | None]] = {}
+
+    def above(self, span: SpanRecord) -> tuple[TaskNode | None, SpanRecord | None]:
+        """``(nearest task among span's ancestors, outermost tool among the ancestors
+        below that task)``; ``None`` for what there is not."""
+        by_id, tasks, known = self._by_id, self._tasks, self._known
+        path: list[SpanRecord] = []
+        node = span
+        found: tuple[TaskNode | None, SpanRecord | None]
+        while True:  # ``found`` becomes what lies above ``path[-1]``
+            path.append(node)
+            parent = by_id.get((node.trace_id, node.parent_id))
+            if parent is None or len(path) > len(by_id):
+                found = (None, None)
+                break
+            parent_key = (parent.trace_id, parent.span_id)
+            task = tasks.get(parent_key)
+            if task is not None:
+                found = (task, None)
+                break
+            above_parent = known.get(parent_key)
+            if above_parent is not None:
+                found = _through(parent, above_parent)
+                break
+            node = parent
+        for index in range(len(path) - 1, -1, -1):
+            member = path[index]
+            known[(member.trace_id, member.span_id)] = found
+            found = _through(member, found)
+        return known[(span.trace_id, span.span_id)]
+
+
+def _through(span: SpanRecord, above: tuple[TaskNode | None, SpanRecord | None],
+             ) -> tuple[TaskNode | None, SpanRecord | None]:
+    """What lies above ``span``'s child, given what lies above ``span``."""
+    task, outer = above
+    if outer is None and span.attributes.get(COMPONENT) == TOOL_EXECUTION:
+        outer = span
+    return task, outer
+
+
 def _number(span_id: str) -> int:
     try:
         return int(span_id, 16)
@@ -228,11 +277,32 @@ def _number(span_id: str) -> int:
         return hash(span_id)
 
 
-def _depth(task: TaskNode) -> int:
-    depth, parent = 0, task.parent
-    while parent is not None and depth < _MAX_DEPTH:
-        depth, parent = depth + 1, parent.parent
-    return depth
+def _depths(tasks: Sequence[TaskNode], problems: list[str]) -> dict[int, int]:
+    """Each task's nesting depth (by ``id``), in one walk of all (linear, however deep);
+    a cycle of parents in a malformed trace is cut where the walk closes it, and stated:
+    a task chain must end (pickling, absorbing and printing it walk up)."""
+    depths: dict[int, int] = {}
+    for task in tasks:
+        path: list[TaskNode] = []
+        on_path: set[int] = set()
+        node: TaskNode | None = task
+        while node is not None and id(node) not in depths:
+            if id(node) in on_path:
+                last = path[-1]
+                name = last.span.name if last.span is not None else last.name
+                problems.append(f"span {name!r}: the parents of its task form a cycle (a "
+                                "malformed trace); the cycle is cut there")
+                last.parent = None
+                node = None
+                break
+            path.append(node)
+            on_path.add(id(node))
+            node = node.parent
+        depth = depths[id(node)] if node is not None else -1
+        for member in reversed(path):
+            depth += 1
+            depths[id(member)] = depth
+    return depths
 
 
 __all__ = ["COMPONENTS", "COUNT_NAMES", "SpanRecord", "TaskNode", "assemble"]

@@ -35,6 +35,7 @@ from ._cli import (
     Selection,
     add_source_arguments,
     fail,
+    say,
     source_paths,
     total_size,
 )
@@ -44,6 +45,7 @@ from ._render import render_budget, render_projection, render_summary
 from ._sources import iter_sources
 from ._summary import SCHEMA, CallRecord, Summary, start_order, task_json
 from ._tasks import StoredTask, find_tasks
+from ._text import replace_unencodable
 
 DEFAULT_FILE = ".agent-latency/traces.jsonl"
 
@@ -159,6 +161,7 @@ def main(argv: list[str]) -> int:
                         help="also write a self-contained HTML page: a waterfall per task, "
                              "components, percentiles, what-if (docs/report.md)")
     args = parser.parse_args(argv)
+    replace_unencodable(sys.stdout)
     selection = Selection(args)
     try:
         paths, _ = source_paths(args.sources, DEFAULT_FILE)
@@ -170,12 +173,11 @@ def main(argv: list[str]) -> int:
     except BadInput as exc:
         return fail(_PROG, f"{exc} (--keep-going reports everything readable)")
     for line in problems + warnings:
-        print(f"{_PROG}: {line}", file=sys.stderr)
+        say(_PROG, line)
     names = ", ".join(str(p) for p in paths)
     if not summary.count:
         described = selection.describe()
-        print(f"{_PROG}: no tasks in {names}" + (f" {described}" if described else ""),
-              file=sys.stderr)
+        say(_PROG, f"no tasks in {names}" + (f" {described}" if described else ""))
         return BAD_INPUT if problems else NOTHING
     if args.html:
         from ._html import write_report_page

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from ._read import TraceFileError
+from ._text import safe_text
 
 #: Exit status for bad input (unreadable files, malformed lines, bad arguments).
 BAD_INPUT = 2
@@ -253,8 +254,14 @@ def total_size(paths: list[Path]) -> int:
 
 def fail(prog: str, message: str, status: int = BAD_INPUT) -> int:
     """Print one error line and return ``status``."""
-    print(f"{prog}: {_one_line(message)}", file=sys.stderr)
+    say(prog, message)
     return status
+
+
+def say(prog: str, message: str) -> None:
+    """Print ``message`` on stderr as one line, its untrusted parts (names, ids, a
+    server's words) escaped."""
+    print(f"{prog}: {safe_text(_one_line(message))}", file=sys.stderr)
 
 
 def _one_line(message: str) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..budget import COMPONENTS
 from ._tasks import StoredTask
+from ._text import safe_text
 
 SCHEMA = 1
 METHOD = "hodges-lehmann shift, exact mann-whitney interval"
@@ -231,9 +232,10 @@ def render_comparison(comparison: Comparison, out: Any) -> None:
           f"Mann-Whitney interval (significant: interval excludes 0 and |shift| ≥ "
           f"{comparison.min_effect:.0%} of A's median and ≥ 1 ms)", file=out)
     for task in comparison.tasks:
-        print(f"\ntask {task.name}: {task.runs_a} runs in A, {task.runs_b} in B", file=out)
+        print(f"\ntask {safe_text(task.name)}: {task.runs_a} runs in A, {task.runs_b} in B",
+              file=out)
         if task.warning:
-            print(f"  WARNING: {task.warning}", file=out)
+            print(f"  WARNING: {safe_text(task.warning)}", file=out)
         print(f"  {'':<18} {'A median':>10} {'B median':>10} {'B − A':>10}  "
               f"{'95 % interval':<23} verdict", file=out)
         for metric, s in task.metrics.items():
@@ -246,7 +248,7 @@ def render_comparison(comparison: Comparison, out: Any) -> None:
                   f"{s.difference:+10.3f}  {interval:<23} {verdict}", file=out)
     for warning in comparison.warnings:
         if "only" in warning:
-            print(f"\nWARNING: {warning}", file=out)
+            print(f"\nWARNING: {safe_text(warning)}", file=out)
 
 
 def _fmt(value: float) -> str:

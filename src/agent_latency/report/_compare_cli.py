@@ -7,14 +7,18 @@ import argparse
 import json
 import sys
 
+from ._cli import say
 from ._compare import DEFAULT_MIN_EFFECT, compare_tasks, render_comparison
 from ._read import TraceFileError
+from ._text import replace_unencodable
+
+_PROG = "agent-latency compare"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``compare`` command line."""
     p = argparse.ArgumentParser(
-        prog="agent-latency compare",
+        prog=_PROG,
         description="Compare two sets of runs of the same tasks (files, directories or "
                     "backend URLs: see `agent-latency report --help`): per task name and "
                     "component, the medians, B − A, a 95 %% confidence interval "
@@ -33,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """``agent-latency compare``."""
     args = build_parser().parse_args(argv)
+    replace_unencodable(sys.stdout)
     sides = []
     for source in (args.a, args.b):
         from . import DEFAULT_FILE, load_tasks
@@ -43,20 +48,19 @@ def main(argv: list[str]) -> int:
             paths, _ = source_paths([source], DEFAULT_FILE)
             tasks, problems = load_tasks(paths, args.task)
         except TraceFileError as exc:
-            print(f"agent-latency compare: {exc}", file=sys.stderr)
+            say(_PROG, str(exc))
             return 2
         for problem in problems:
-            print(f"agent-latency compare: {problem}", file=sys.stderr)
+            say(_PROG, problem)
         if not tasks:
-            print(f"agent-latency compare: no tasks in {source}"
-                  + (f" named {args.task!r}" if args.task else ""), file=sys.stderr)
+            say(_PROG, f"no tasks in {source}" + (f" named {args.task!r}" if args.task else ""))
             return 2
         sides.append(tasks)
     comparison = compare_tasks(sides[0], sides[1], min_effect=args.min_effect / 100)
     if not comparison.tasks:
-        print("agent-latency compare: no task name is in both sets of runs "
-              f"(A: {', '.join(sorted(comparison.only_a))}; B: "
-              f"{', '.join(sorted(comparison.only_b))})", file=sys.stderr)
+        say(_PROG, "no task name is in both sets of runs "
+            f"(A: {', '.join(sorted(comparison.only_a))}; B: "
+            f"{', '.join(sorted(comparison.only_b))})")
         return 2
     if args.html:
         from ._html import write_compare_page
@@ -67,5 +71,5 @@ def main(argv: list[str]) -> int:
     else:
         render_comparison(comparison, sys.stdout)
         for warning in comparison.warnings:
-            print(f"agent-latency compare: WARNING: {warning}", file=sys.stderr)
+            say(_PROG, f"WARNING: {warning}")
     return 0

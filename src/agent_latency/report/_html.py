@@ -28,6 +28,7 @@ from ._compare import Comparison
 from ._render import LABELS, other_parts_line
 from ._stats import summarize
 from ._tasks import StoredTask
+from ._text import html_finalize
 
 #: Waterfalls drawn at most per page (the rest are listed, with their budgets, in tables).
 MAX_WATERFALLS = 500
@@ -69,6 +70,9 @@ def _environment() -> Any:
     return jinja2.Environment(
         loader=jinja2.PackageLoader("agent_latency.report", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
+        # Every value shown is made safe first: controls, bidirectional controls (which
+        # would reorder the page's numbers) and lone surrogates become visible escapes.
+        finalize=html_finalize,
         trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
 import signal
 import threading
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from ._read import (
 )
 from ._sources import _sniff, check_traces
 from ._summary import Summary, start_order
+from ._times import drop_repeats
 
 #: Below this many bytes in all, one process (starting workers costs more than it saves).
 MIN_BYTES = 64 << 20
@@ -160,6 +162,7 @@ def summarize_in_parts(paths: list[Path], workers: int, selection: Any, *, keep:
         warnings += part.warnings
         for trace_id, spans in part.crossing.items():
             crossing.setdefault(trace_id, []).extend(spans)
+    problems = drop_repeats(problems)
     check_found_any(paths, sum(part.documents_read for part in results), problems)
     for part in results:
         if part.error is not None:
@@ -241,7 +244,8 @@ def _run(work: Callable[[int], Any], parts: int, progress: Progress) -> list[Any
             for ready in multiprocessing.connection.wait(list(waiting), timeout=0.1):
                 number = waiting.pop(ready)
                 try:
-                    outcome, value = children[number][1].recv()
+                    outcome, value = pickle.loads(  # noqa: S301 - our own worker's
+                        children[number][1].recv_bytes())
                 except (EOFError, OSError):
                     child = children[number][0]
                     child.join(5)
@@ -268,9 +272,12 @@ def _child(work: Callable[[int], Any], number: int, send: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         result = ("ok", work(number))
+        # Pickled here, not by send(): a result that cannot be pickled (a chain of tasks
+        # too deep for pickle's recursion) is a fault like any other, not a traceback.
+        message = pickle.dumps(result, pickle.HIGHEST_PROTOCOL)
     except Exception as exc:  # noqa: BLE001 - reported to the main process, which reads again
-        result = ("fault", f"{type(exc).__name__}: {exc}")
-    send.send(result)
+        message = pickle.dumps(("fault", f"{type(exc).__name__}: {exc}"))
+    send.send_bytes(message)
     send.close()
 
 

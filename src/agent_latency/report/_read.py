@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._times import TimeCheck
+
 AttributeFilter = Callable[[str, Any], bool] | Collection[str]
 """Which attributes to keep on a read span: ``(key, value) -> keep?``, or the set of keys to
 keep (faster: the values of the others are never decoded)."""
@@ -152,7 +154,7 @@ _BLOCK = 1 << 18  # a first-pass read; about three times this is held at once
 class _Reader:
     """Lines of several files as one stream, numbered across files, parsed one at a time."""
 
-    __slots__ = ("_paths", "_keep", "problems", "documents_read", "_on_bytes")
+    __slots__ = ("_paths", "_keep", "problems", "documents_read", "_on_bytes", "_times")
 
     def __init__(self, paths: list[Path], keep: AttributeFilter | None,
                  problems: list[str] | None = None,
@@ -162,6 +164,7 @@ class _Reader:
         self.problems: list[str] = [] if problems is None else problems
         self.documents_read = 0
         self._on_bytes = on_bytes
+        self._times = TimeCheck(self.problems)
 
     def _open(self, path: Path) -> Any:
         try:
@@ -305,7 +308,7 @@ class _Reader:
             where = f"{path}:{number}"
             doc = self._parse(line, where)
             if doc is not None:
-                spans = self._spans(doc, where)
+                spans = self._spans(doc, where, path, f"line {number}")
                 if spans is not None:
                     yield index, where, spans
 
@@ -319,7 +322,7 @@ class _Reader:
             return -1, str(path), []
         except ValueError:
             return None  # not one document: read line by line
-        spans = self._spans(doc, str(path))
+        spans = self._spans(doc, str(path), path)
         return (-1, str(path), spans) if spans is not None else (-1, str(path), [])
 
     def _parse(self, line: bytes, where: str) -> Any:
@@ -337,12 +340,14 @@ class _Reader:
             self.problems.append(f"{where}: nested too deeply; skipped")
         except UnicodeDecodeError:
             self.problems.append(f"{where}: not UTF-8; line skipped")
+        except ValueError as exc:  # a number json cannot hold (an integer of 5,000 digits)
+            self.problems.append(f"{where}: unreadable JSON ({exc}); line skipped")
         return None
 
-    def _spans(self, doc: Any, where: str) -> list[StoredSpan] | None:
+    def _spans(self, doc: Any, where: str, path: Path, at: str = "") -> list[StoredSpan] | None:
         try:
             spans = list(_spans_of(doc, self._keep))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
             self.problems.append(f"{where}: not an OTLP/JSON trace export "
                                  f"({type(exc).__name__}: {exc}); skipped")
             return None
@@ -350,7 +355,7 @@ class _Reader:
             self.problems.append(f"{where}: nested too deeply; skipped")
             return None
         self.documents_read += 1
-        return spans
+        return self._times.keep(spans, str(path), at)
 
     def check_found_any(self) -> None:
         """Raise when every non-empty line was unreadable."""
@@ -450,8 +455,17 @@ def _value(value: dict[str, Any]) -> Any:
     return None
 
 
+def int64(raw: Any) -> int:
+    """An OTLP ``intValue`` (a string or a number) as an int; one outside int64 is not one
+    (ValueError): the budget code divides by and into these."""
+    value = int(raw)
+    if not -(1 << 63) <= value < 1 << 63:
+        raise ValueError(f"{str(raw)[:30]} is not a 64-bit integer")
+    return value
+
+
 _CONVERT: dict[str, Callable[[Any], Any]] = {
-    "intValue": int,
+    "intValue": int64,
     "doubleValue": float,
     "boolValue": bool,
     "arrayValue": lambda array: [_value(v) for v in array.get("values", ())],

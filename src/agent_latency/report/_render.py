@@ -6,6 +6,7 @@ import sys
 from typing import IO, Any
 
 from ..budget import COMPONENTS, OTHER_PARTS, Budget, Projection
+from ._text import safe_text as _t
 
 LABELS = {
     "output_generation": "output generation",
@@ -62,7 +63,7 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> N
     """Print one task's budget as a table with a bar per component."""
     out = stream or sys.stdout
     console = _console(out)
-    title = f"task {name}: {budget.wall:.3f} s"
+    title = f"task {_t(name)}: {budget.wall:.3f} s"
     if console is None:
         print(title, file=out)
         for label, share, pct, busy in budget_rows(budget):
@@ -73,8 +74,10 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> N
             print(f"  {line}", file=out)
         return
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, title_justify="left", show_edge=False)
+    # Text, not a string: rich would read a name's brackets as markup.
+    table = Table(title=Text(title), title_justify="left", show_edge=False)
     table.add_column("component")
     table.add_column("share (s)", justify="right")
     table.add_column("% of wall", justify="right")
@@ -93,7 +96,7 @@ def render_projection(name: str, scenario: str, projection: Projection,
     """Print one task's recorded and projected wall time."""
     out = stream or sys.stdout
     saved = projection.saved
-    print(f"task {name}: {projection.recorded_wall:.3f} s recorded -> "
+    print(f"task {_t(name)}: {projection.recorded_wall:.3f} s recorded -> "
           f"{projection.projected_wall:.3f} s with {scenario} "
           f"({'-' if saved >= 0 else '+'}{abs(saved):.3f} s, "
           f"{projection.speedup:.2f}x)", file=out)
@@ -158,15 +161,15 @@ def render_summary(summary: Any, source: str, filters: str = "",
     span = ""
     if summary.first_start_ns is not None and summary.last_end_ns is not None:
         span = f", {iso_time(summary.first_start_ns)} to {iso_time(summary.last_end_ns)}"
-    print(f"{_count(summary.count, 'task')} ({_count(len(names), 'name')}) from {source}"
-          + (f" {filters}" if filters else "") + span, file=out)
+    print(_t(f"{_count(summary.count, 'task')} ({_count(len(names), 'name')}) from {source}"
+             + (f" {filters}" if filters else "") + span), file=out)
     print("\nwall time and its components (s) per task; first token (s) per LLM call",
           file=out)
     header = f"  {'':<24} {'n':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}"
     groups = [("all tasks", data["all"]), *names.items()] if len(names) > 1 else list(
         names.items())
     for title, group in groups:
-        print(f"\n{title} ({_count(group['count'], 'task')})", file=out)
+        print(f"\n{_t(title)} ({_count(group['count'], 'task')})", file=out)
         print(header, file=out)
         rows = [("wall", group["wall"])] + [
             (LABELS[c], group["components"][c]) for c in COMPONENTS] + [
@@ -181,26 +184,26 @@ def render_summary(summary: Any, source: str, filters: str = "",
         for model, m in data["by_model"].items():
             ft = m["first_token"]
             ttft = f"{_s(ft['p50'])}/{_s(ft['p95'])}/{_s(ft['p99'])}"
-            print(f"  {model[:28]:<28} {m['calls']:>7,} {ttft:>28} "
+            print(f"  {_t(model)[:28]:<28} {m['calls']:>7,} {ttft:>28} "
                   f"{_rate(m['output_tokens_per_second']['p50']):>17} "
                   f"{_rate(m['prefill_tokens_per_second']['p50']):>18}", file=out)
     slowest = data["slowest"]
     if slowest["tasks"]:
         print("\nslowest tasks", file=out)
         for t in slowest["tasks"]:
-            print(f"  {_s(t['wall']):>8} s  {t['task'][:30]:<30} {t['start']}  "
-                  f"trace {t['trace_id']}", file=out)
+            print(f"  {_s(t['wall']):>8} s  {_t(t['task'])[:30]:<30} {t['start']}  "
+                  f"trace {_t(t['trace_id'])}", file=out)
     if slowest["llm_calls"]:
         print("\nslowest LLM calls", file=out)
         for c in slowest["llm_calls"]:
-            print(f"  {_s(c['duration']):>8} s  {c['model'][:24]:<24} first token "
+            print(f"  {_s(c['duration']):>8} s  {_t(c['model'])[:24]:<24} first token "
                   f"{_s(c['first_token']):>6} s  {c['output_tokens']:>6,} out tokens  "
-                  f"task {c['task'][:20]}  trace {c['trace_id']}", file=out)
+                  f"task {_t(c['task'])[:20]}  trace {_t(c['trace_id'])}", file=out)
     if slowest["tools"]:
         print("\nslowest tools", file=out)
         for t in slowest["tools"]:
-            print(f"  {_s(t['duration']):>8} s  {t['tool'][:30]:<30} task {t['task'][:20]}  "
-                  f"trace {t['trace_id']}", file=out)
+            print(f"  {_s(t['duration']):>8} s  {_t(t['tool'])[:30]:<30} "
+                  f"task {_t(t['task'])[:20]}  trace {_t(t['trace_id'])}", file=out)
     print(file=out)
 
 

@@ -32,17 +32,26 @@ import base64
 import datetime as _dt
 import json
 import os
+import re
 import struct
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ._read import AttributeFilter, StoredSpan, TraceFileError, _spans_of, iter_traces
+from . import _http
+from ._http import Limits
+from ._read import (
+    AttributeFilter,
+    StoredSpan,
+    TraceFileError,
+    _spans_of,
+    int64,
+    iter_traces,
+)
 from ._summary import start_order
 from ._tasks import StoredTask, find_tasks
+from ._times import TimeCheck
 
 __all__ = ["TraceFileError", "is_backend", "iter_source", "load_source", "check_traces"]
 
@@ -52,7 +61,6 @@ FILE_FORMATS = ("otlp-json", "otlp-proto", "collector-proto")
 #: Phoenix's and Jaeger's page size, and Jaeger's and Tempo's default number of traces.
 PAGE_SIZE = 1000
 DEFAULT_TRACE_LIMIT = 1000
-TIMEOUT_S = 30.0
 
 #: An :data:`AttributeFilter` as :func:`_keeper` makes it: always the function.
 KeepFunction = Callable[[str, Any], bool]
@@ -130,7 +138,8 @@ def _raw_traces(source: str, problems: list[str], keep: Any) -> Iterator[list[St
             raise TraceFileError(f"{source}: use {backend}+http:// or {backend}+https://")
         url = f"{transport}://{rest}"
         reader = {"jaeger": _jaeger, "tempo": _tempo, "phoenix": _phoenix}[backend]
-        return reader(url, problems, keep if backend == "tempo" else _keeper(keep))
+        return _guarded(url, reader(url, problems,
+                                    keep if backend == "tempo" else _keeper(keep)))
     forced = None
     for name in FILE_FORMATS:
         if source.startswith(name + ":"):
@@ -146,13 +155,14 @@ def _files(paths: list[Path], forced: str | None, problems: list[str],
            keep: AttributeFilter | None) -> Iterator[list[StoredSpan]]:
     json_paths = [p for p in paths if (forced or _sniff(p)) == "otlp-json"]
     yield from iter_traces(json_paths, problems, keep=keep) if json_paths else ()
+    times = TimeCheck(problems)
     for path in paths:
         kind = forced or _sniff(path)
         if kind == "otlp-proto":
-            yield from _group(_proto_spans(_read_whole(path), _keeper(keep), str(path),
-                                           problems))
+            spans = list(_proto_spans(_read_whole(path), _keeper(keep)))
+            yield from _group(times.keep(spans, str(path)))
         elif kind == "collector-proto":
-            yield from _framed_traces(path, problems, _keeper(keep))
+            yield from _framed_traces(path, problems, _keeper(keep), times)
 
 
 def _sniff(path: Path) -> str:
@@ -218,8 +228,8 @@ def _frames(path: Path, problems: list[str]) -> Iterator[tuple[int, bytes]]:
             offset += 4 + size
 
 
-def _framed_traces(path: Path, problems: list[str],
-                   keep: KeepFunction | None) -> Iterator[list[StoredSpan]]:
+def _framed_traces(path: Path, problems: list[str], keep: KeepFunction | None,
+                   times: TimeCheck) -> Iterator[list[StoredSpan]]:
     """The Collector's ``proto`` file, a trace at a time: a first pass notes the last frame
     holding each trace, the second hands a trace out once that frame is read (memory: the
     traces still open, as for JSON lines)."""
@@ -247,7 +257,8 @@ def _framed_traces(path: Path, problems: list[str],
                             f"({exc}); skipped")
             continue
         touched = set()
-        for span in _proto_spans(request, keep, f"{path}: offset {offset}", problems):
+        for span in times.keep(list(_proto_spans(request, keep)), str(path),
+                               f"offset {offset}"):
             pending.setdefault(span.trace_id, []).append(span)
             touched.add(span.trace_id)
         for trace_id in touched:
@@ -262,8 +273,7 @@ def _framed_traces(path: Path, problems: list[str],
 _STATUS = {0: "UNSET", 1: "OK", 2: "ERROR"}
 
 
-def _proto_spans(request: Any, keep: KeepFunction | None, where: str,
-                 problems: list[str]) -> Iterator[StoredSpan]:
+def _proto_spans(request: Any, keep: KeepFunction | None) -> Iterator[StoredSpan]:
     for rs in request.resource_spans:
         service = ""
         for kv in rs.resource.attributes:
@@ -301,6 +311,11 @@ def _group(spans: Iterable[StoredSpan]) -> Iterator[list[StoredSpan]]:
 
 
 # ---- HTTP backends ---------------------------------------------------------------------
+# What a backend answers is untrusted: every shape is checked (a wrong one is a one-line
+# TraceFileError naming the URL), ids are checked before they go into a URL, and requests
+# are bounded (report/_http.py).
+
+_TRACE_ID = re.compile(r"[0-9a-fA-F]{1,32}")
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -311,45 +326,93 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
     return base, dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
 
 
-def _get_json(url: str, headers: dict[str, str] | None = None) -> Any:
-    # S310: the URL is the backend the user named on the command line, whatever its scheme.
-    request = urllib.request.Request(url, headers={"Accept": "application/json",  # noqa: S310
-                                                   **(headers or {})})
+def _get_json(url: str, limits: Limits, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """The JSON object ``GET url`` answers (see ``report/_http.py`` for the bounds)."""
+    body = _http.get(url, headers or {}, limits)
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310
-            return json.load(response)
-    except urllib.error.HTTPError as exc:
-        body = exc.read(300).decode("utf-8", "replace").strip()
-        raise TraceFileError(f"{url}: HTTP {exc.code} {exc.reason}"
-                             + (f": {body}" if body else "")) from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise TraceFileError(f"{url}: cannot connect: {reason}") from None
-    except ValueError as exc:
+        doc = json.loads(body)
+    except RecursionError:
+        raise TraceFileError(f"{url}: the answer is nested too deeply") from None
+    except ValueError as exc:  # UnicodeDecodeError included
         raise TraceFileError(f"{url}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise TraceFileError(f"{url}: not the backend's answer (a JSON "
+                             f"{type(doc).__name__} where an object belongs)")
+    return doc
+
+
+def _listed(doc: dict[str, Any], key: str, url: str) -> list[Any]:
+    """``doc[key]``, a list (missing or null: empty); anything else is a TraceFileError."""
+    value = doc.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TraceFileError(f"{url}: not the backend's answer ({key!r} is a JSON "
+                             f"{type(value).__name__}, not a list)")
+    return value
+
+
+def _trace_id_param(value: str, url: str) -> str:
+    if not _TRACE_ID.fullmatch(value):
+        raise TraceFileError(f"{url}: trace={value!r} is not a trace id (1 to 32 hex digits)")
+    return value
+
+
+def _limit_param(params: dict[str, str], url: str, default: int) -> int:
+    """``&limit=`` as a positive whole number (set to ``default`` when absent)."""
+    text = params.setdefault("limit", str(default))
+    if not text.isdigit() or not 0 < int(text) <= 10**9:
+        raise TraceFileError(f"{url}: limit={text!r} is not a whole number from 1 to 10^9")
+    params["limit"] = str(int(text))
+    return int(text)
+
+
+_SHAPE_ERRORS = (LookupError, TypeError, ValueError, AttributeError, ArithmeticError,
+                 RecursionError)
+
+
+def _guarded(url: str, traces: Iterator[list[StoredSpan]]) -> Iterator[list[StoredSpan]]:
+    """``traces``, any exception a shape the checks missed raises made a one-line
+    TraceFileError naming ``url`` (never a traceback)."""
+    try:
+        yield from traces
+    except TraceFileError:
+        raise
+    except _SHAPE_ERRORS as exc:
+        raise TraceFileError(f"{url}: not the backend's answer ({type(exc).__name__}: "
+                             f"{exc})") from None
 
 
 def _jaeger(url: str, problems: list[str],
             keep: KeepFunction | None) -> Iterator[list[StoredSpan]]:
     """Jaeger's query API: one response holds whole traces, handed out one at a time."""
     base, params = _split_url(url)
+    limits = Limits.from_environment()
+    times = TimeCheck(problems)
     trace_id = params.pop("trace", None)
     if trace_id:
-        query = f"{base}/api/traces/{urllib.parse.quote(trace_id)}"
+        query = f"{base}/api/traces/{_trace_id_param(trace_id, url)}"
     else:
         if "service" not in params:
             raise TraceFileError(f"{url}: Jaeger needs ?service=NAME (or ?trace=ID)")
-        params.setdefault("limit", str(DEFAULT_TRACE_LIMIT))
+        _limit_param(params, url, DEFAULT_TRACE_LIMIT)
         query = f"{base}/api/traces?{urllib.parse.urlencode(params)}"
-    doc = _get_json(query)
-    for error in doc.get("errors") or ():
-        problems.append(f"{query}: Jaeger reports: {error.get('msg', error)}")
-    for trace in doc.get("data") or ():
+    doc = _get_json(query, limits)
+    for error in _listed(doc, "errors", query):
+        message = error.get("msg", error) if isinstance(error, dict) else error
+        problems.append(f"{query}: Jaeger reports: {message}")
+    for trace in _listed(doc, "data", query):
+        if not isinstance(trace, dict):
+            problems.append(f"{query}: a trace that is a JSON {type(trace).__name__}, not "
+                            "Jaeger's model; skipped")
+            continue
         try:
-            yield list(_jaeger_spans(trace, keep))
-        except (KeyError, TypeError, ValueError) as exc:
-            problems.append(f"{query}: trace {trace.get('traceID', '?')}: not Jaeger's "
-                            f"model ({type(exc).__name__}: {exc}); skipped")
+            spans = list(_jaeger_spans(trace, keep))
+        except _SHAPE_ERRORS as exc:
+            problems.append(f"{query}: trace {str(trace.get('traceID', '?'))[:40]!r}: not "
+                            f"Jaeger's model ({type(exc).__name__}: {exc}); skipped")
+            continue
+        yield times.keep(spans, url, f"trace {spans[0].trace_id}" if spans else "")
 
 
 def _jaeger_spans(trace: dict[str, Any], keep: KeepFunction | None) -> Iterator[StoredSpan]:
@@ -376,7 +439,7 @@ def _jaeger_spans(trace: dict[str, Any], keep: KeepFunction | None) -> Iterator[
         process = processes.get(span.get("processID", "")) or {}
         yield StoredSpan(
             trace_id=trace_id, span_id=span["spanID"].zfill(16), parent_id=parent,
-            name=span.get("operationName", ""), start_ns=start_us * 1000,
+            name=str(span.get("operationName", "")), start_ns=start_us * 1000,
             end_ns=(start_us + duration_us) * 1000, attributes=attributes, status=status,
             service=str(process.get("serviceName", "")))
 
@@ -385,7 +448,7 @@ def _jaeger_value(tag: dict[str, Any]) -> Any:
     value: Any = tag.get("value")
     kind = tag.get("type", "string")
     if kind == "int64":
-        return int(value)
+        return int64(value)
     if kind == "float64":
         return float(value)
     if kind == "bool":
@@ -399,71 +462,106 @@ def _tempo(url: str, problems: list[str],
            keep: AttributeFilter | None) -> Iterator[list[StoredSpan]]:
     """Tempo: a search for trace ids, then each trace on its own (memory: one trace)."""
     base, params = _split_url(url)
+    limits = Limits.from_environment()
+    times = TimeCheck(problems)
     trace_id = params.pop("trace", None)
     if trace_id:
-        ids = [trace_id]
+        ids = [_trace_id_param(trace_id, url)]
     else:
-        params.setdefault("limit", str(DEFAULT_TRACE_LIMIT))
+        limit = _limit_param(params, url, DEFAULT_TRACE_LIMIT)
         search = f"{base}/api/search?{urllib.parse.urlencode(params)}"
-        found = _get_json(search).get("traces") or []
-        ids = [t["traceID"] for t in found if t.get("traceID")]
-        if len(ids) >= int(params["limit"]):
-            problems.append(f"{search}: the search returned its limit of {params['limit']} "
+        found = _listed(_get_json(search, limits), "traces", search)
+        ids = []
+        for item in found:
+            found_id = item.get("traceID") if isinstance(item, dict) else None
+            if isinstance(found_id, str) and _TRACE_ID.fullmatch(found_id):
+                ids.append(found_id)
+            else:
+                problems.append(f"{search}: a search result without a trace id "
+                                f"({str(item)[:80]!r}); skipped")
+        if len(found) >= limit:
+            problems.append(f"{search}: the search returned its limit of {limit} "
                             "traces; there may be more (raise &limit= or narrow the search)")
     for trace_id in ids:
         where = f"{base}/api/traces/{trace_id}"
-        doc = _get_json(where)
+        doc = _get_json(where, limits)
         doc = doc.get("trace", doc)  # /api/v2/traces wraps the trace
         if not doc:
             problems.append(f"{where}: no spans (the trace expired or is not flushed yet)")
             continue
         try:
-            yield list(_spans_of(doc, keep))
-        except (KeyError, TypeError, ValueError) as exc:
+            spans = list(_spans_of(doc, keep))
+        except _SHAPE_ERRORS as exc:
             problems.append(f"{where}: not OTLP/JSON ({type(exc).__name__}: {exc}); skipped")
+            continue
+        yield times.keep(spans, url, where)
 
 
 def _phoenix(url: str, problems: list[str],
              keep: KeepFunction | None) -> Iterator[list[StoredSpan]]:
     """Phoenix's spans API pages through a project's spans in no trace order, so a trace is
-    whole only after the last page: the project's spans are held (budget attributes only)."""
+    whole only after the last page: the project's spans are held (budget attributes only).
+    Paging stops at ``AGENT_LATENCY_BACKEND_MAX_PAGES`` pages or at a cursor seen before
+    (a server that never ends its listing), with a problem line."""
     base, params = _split_url(url)
     project = params.pop("project", None)
     if not project:
         raise TraceFileError(f"{url}: Phoenix needs ?project=NAME")
+    limits = Limits.from_environment()
+    times = TimeCheck(problems)
     headers = {}
     if key := os.environ.get("PHOENIX_API_KEY"):
         headers["Authorization"] = f"Bearer {key}"
-    params.setdefault("limit", str(PAGE_SIZE))
+    _limit_param(params, url, PAGE_SIZE)
     path = f"{base}/v1/projects/{urllib.parse.quote(project, safe='')}/spans"
     spans: list[StoredSpan] = []
-    cursor = None
-    for _ in range(1_000_000):  # a server that repeats its cursor must not loop forever
-        query = dict(params, **({"cursor": cursor} if cursor else {}))
-        page = _get_json(f"{path}?{urllib.parse.urlencode(query)}", headers)
-        for item in page.get("data") or ():
+    cursor: str | None = None
+    seen: set[str] = set()
+    for page_number in range(1, limits.max_pages + 1):
+        query = f"{path}?" + urllib.parse.urlencode(
+            dict(params, cursor=cursor) if cursor else params)
+        page = _get_json(query, limits, headers)
+        for item in _listed(page, "data", query):
             try:
+                if not isinstance(item, dict):
+                    raise TypeError(f"a JSON {type(item).__name__}")
                 spans.append(_phoenix_span(item, keep))
-            except (KeyError, TypeError, ValueError) as exc:
-                problems.append(f"{path}: span {item.get('name', '?')!r}: not Phoenix's "
-                                f"span model ({type(exc).__name__}: {exc}); skipped")
+            except _SHAPE_ERRORS as exc:
+                name = item.get("name", "?") if isinstance(item, dict) else "?"
+                problems.append(f"{path}: span {str(name)[:80]!r}: not Phoenix's span model "
+                                f"({type(exc).__name__}: {exc}); skipped")
         next_cursor = page.get("next_cursor")
-        if not next_cursor or next_cursor == cursor:
+        if not next_cursor:
             break
+        if not isinstance(next_cursor, str):
+            raise TraceFileError(f"{query}: not Phoenix's answer (next_cursor is a JSON "
+                                 f"{type(next_cursor).__name__})")
+        if next_cursor in seen or next_cursor == cursor:
+            problems.append(f"{path}: the server gave cursor {next_cursor[:40]!r} again "
+                            f"after {page_number} pages; paging stopped there")
+            break
+        seen.add(next_cursor)
         cursor = next_cursor
-    yield from _group(spans)
+    else:
+        problems.append(f"{path}: stopped after {limits.max_pages:,} pages "
+                        f"({_http.MAX_PAGES_ENV}); the rest is not read (narrow it with "
+                        "&start_time= and &end_time=)")
+    for trace in _group(spans):
+        yield times.keep(trace, url)
 
 
 def _phoenix_span(item: dict[str, Any], keep: KeepFunction | None) -> StoredSpan:
     context = item["context"]
     attributes = {}
     for key, value in _flatten(item.get("attributes") or {}):
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = int64(value)
         if keep is None or keep(key, value):
             attributes[key] = value
     status = str(item.get("status_code") or "UNSET").upper()
     return StoredSpan(
-        trace_id=context["trace_id"], span_id=context["span_id"],
-        parent_id=item.get("parent_id") or "", name=item.get("name", ""),
+        trace_id=str(context["trace_id"]), span_id=str(context["span_id"]),
+        parent_id=str(item.get("parent_id") or ""), name=str(item.get("name", "")),
         start_ns=_iso_ns(item["start_time"]), end_ns=_iso_ns(item["end_time"]),
         attributes=attributes, status=status if status in ("OK", "ERROR") else "UNSET")
 

@@ -20,9 +20,11 @@ from ._cli import (
     Selection,
     add_source_arguments,
     fail,
+    say,
     source_paths,
     total_size,
 )
+from ._text import replace_unencodable
 
 _PROG = "agent-latency whatif"
 # Options whose value may be written "-50%": argparse would take it for an option.
@@ -142,6 +144,7 @@ def scenario_from(args: argparse.Namespace) -> tuple[Scenario, str]:
 def main(argv: list[str]) -> int:
     """``agent-latency whatif``."""
     args = build_parser().parse_args(join_signed_values(list(argv)))
+    replace_unencodable(sys.stdout)
     try:
         scenario, described = scenario_from(args)
     except ValueError as exc:
@@ -157,10 +160,10 @@ def main(argv: list[str]) -> int:
     except BadInput as exc:
         return fail(_PROG, f"{exc} (--keep-going reports everything readable)")
     for problem in problems + notes:
-        print(f"{_PROG}: {problem}", file=sys.stderr)
+        say(_PROG, problem)
     names = ", ".join(str(p) for p in paths)
     if not tasks:
-        print(f"{_PROG}: no tasks in {names}", file=sys.stderr)
+        say(_PROG, f"no tasks in {names}")
         return BAD_INPUT if problems else NOTHING
     if isinstance(scenario.tool_speedup, dict):
         seen = {iv.name for task in tasks for iv in task.intervals

@@ -117,12 +117,15 @@ class Generation:
                         await on_malformed()
                     trip = -1
                 await clock.sleep_until(dues[done + len(piece) - 1])
+                writing = perf_counter()
                 await write(index, seg, "".join(piece), i == 0)
                 mono = perf_counter()
                 wall = time.time()
                 if chunks == 0:
                     rec.first_token_at, rec.first_token_at_mono = wall, mono
+                    rec.first_token_write_mono = writing
                 rec.last_token_at, rec.last_token_at_mono = wall, mono
+                rec.last_token_write_mono = writing
                 chunks += 1
                 done += len(piece)
         rec.chunks = chunks

@@ -20,7 +20,8 @@ _FIELDS = (
     "request_id", "api", "model", "stream", "status", "input_tokens", "output_tokens",
     "queue_s", "prefill_s", "output_generation_s", "started_at", "started_at_mono",
     "prefill_started_at", "prefill_started_at_mono", "first_token_at", "first_token_at_mono",
-    "last_token_at", "last_token_at_mono", "response_written_at", "response_written_at_mono",
+    "first_token_write_mono", "last_token_at", "last_token_at_mono", "last_token_write_mono",
+    "response_written_at", "response_written_at_mono",
     "finished_at", "finished_at_mono", "fault", "fault_delay_s", "connection_id",
     "new_connection", "transport", "prefill_tps", "output_tps", "tokens_per_chunk",
     "chunks", "finish_reason", "rtt_s", "turn", "traceparent",
@@ -50,6 +51,10 @@ class TruthRecord:
     prefill_started_at_mono: float
     first_token_at: float | None
     first_token_at_mono: float | None
+    # When the write of the first/last output chunk started (streams): the truth lies between
+    # this and ``*_at_mono`` (a loaded machine can hold the server between the two).
+    first_token_write_mono: float | None
+    last_token_write_mono: float | None
     last_token_at: float | None
     last_token_at_mono: float | None
     response_written_at: float | None
