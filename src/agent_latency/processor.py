@@ -484,8 +484,9 @@ class BudgetSpanProcessor(SpanProcessor):
             record(budget.shares[component], attributes)
         if budget.other_measured:
             record_part = self._task_other.record
+            parts = budget.other_parts
             for part, attributes in _PART_ATTRIBUTES:
-                record_part(budget.other_parts[part], attributes)
+                record_part(parts[part], attributes)
         self._task_wall_time.record(budget.wall, self._task_name_labels(task.name))
         self._task_connections.record(budget.counts.get("new_connections", 0))
 

@@ -185,9 +185,9 @@ def _stream(start: int, prefill: int, generation: int, tail: int, client_tail: i
     for phase, ms in (("prefill", prefill), ("output_generation", generation),
                       ("tail", tail), ("client_tail", client_tail)):
         if ms:
+            # A client tail's tokens hold its lag.
             out.append(Interval(cursor, cursor + ms * MS, phase, call,
-                                tokens if phase != "client_tail" else 0,
-                                lag=lag * MS if phase == "client_tail" else 0))
+                                tokens if phase != "client_tail" else lag * MS))
             cursor += ms * MS
     return out
 
@@ -209,7 +209,7 @@ class TestBusyClient:
         p = project(ivs, 0, 1_300 * MS, fast)
         assert p.projected_wall == pytest.approx(1.3)
         assert (p.llm_calls, p.client_bound) == (1, 1)
-        assert p.client_kept == pytest.approx(0.2)
+        assert p.client_kept == pytest.approx(0.2)  # 1.3 s against 1.1 s unpaced
         today = project(ivs, 0, 1_300 * MS, Scenario(output_speedup=2, client_pace=False))
         assert today.projected_wall == pytest.approx(1.1)
 
@@ -251,6 +251,17 @@ class TestBusyClient:
         # The client keeps up with an 800 ms stream: its 10 ms of final work remain.
         assert p.projected_wall == pytest.approx(0.911)
         assert p.client_bound == 0
+
+    def test_kept_is_the_task_against_its_unpaced_projection(self):
+        ivs = [*_stream(0, 100, 400, 1, 799, 790, call=1),
+               Interval(1_300 * MS, 1_700 * MS, "tool", 9, 0, "run_shell"),
+               Interval(1_350 * MS, 1_650 * MS, "tool", 9, 0, "pytest")]
+        fast = Scenario(output_speedup=2, tool_speedup={"pytest": 3})
+        p = project(ivs, 0, 1_700 * MS, fast)
+        unpaced = project(ivs, 0, 1_700 * MS, Scenario(
+            output_speedup=2, tool_speedup={"pytest": 3}, client_pace=False))
+        assert p.client_kept == pytest.approx(p.projected_wall - unpaced.projected_wall)
+        assert p.client_kept == pytest.approx(0.2)
 
     @settings(max_examples=300, deadline=None)
     @given(st.lists(busy_stream_st, min_size=1, max_size=4), speedups_st)

@@ -91,9 +91,8 @@ class Interval(NamedTuple):
     ``phase`` says what it was (``prefill``, ``tool``, ``dns`` …, see ``PHASE_COMPONENT``);
     ``call`` groups the phases of one LLM call or tool run, so a what-if can find the call's
     token count (``tokens``: output tokens for ``output_generation``, input tokens for
-    ``prefill``) and ``name`` (model or tool name).  ``lag``, on a ``client_tail`` only, is
-    how far behind the wire the program was at the call's last output token (ns): a client
-    that could not keep up with the stream keeps its pace in a what-if.
+    ``prefill``) and ``name`` (model or tool name).  On a ``client_tail``, ``tokens`` holds
+    the :attr:`lag` instead (it has no tokens of its own).
     """
 
     start: int
@@ -102,12 +101,18 @@ class Interval(NamedTuple):
     call: int = 0
     tokens: int = 0
     name: str = ""
-    lag: int = 0
 
     @property
     def component(self) -> str:
         """The budget component this interval counts as."""
         return component_of(self.phase)
+
+    @property
+    def lag(self) -> int:
+        """A ``client_tail``'s: how far behind the wire the program was at the call's last
+        output token (ns); a client that could not keep up with the stream keeps its pace
+        in a what-if.  0 for any other phase."""
+        return self.tokens if self.phase == "client_tail" else 0
 
     @property
     def duration(self) -> int:

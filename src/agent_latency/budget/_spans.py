@@ -14,13 +14,12 @@ from ._call import phases_to_intervals
 from ._interval import (
     COMPONENTS,
     IMPORTS,
-    OTHER,
     OTHER_PARTS,
     PHASE_COMPONENT,
     Interval,
     UnknownComponentError,
 )
-from ._split import Budget, other_parts
+from ._split import Budget
 from ._whatif import connection_setup_saving
 
 _LLM_PHASES = tuple((attr, phase) for attr, phase, _ in semconv.LLM_PHASES)
@@ -54,7 +53,7 @@ def span_intervals(
         lag = attributes.get(semconv.LLM_LAST_TOKEN_LAG)
         if (isinstance(lag, (int, float)) and 0 < lag < 1e9 and intervals
                 and intervals[-1].phase == "client_tail"):
-            intervals[-1] = intervals[-1]._replace(lag=round(lag * 1e9))
+            intervals[-1] = intervals[-1]._replace(tokens=round(lag * 1e9))  # its lag
         return intervals, "llm"
     component = attributes.get(semconv.COMPONENT)
     if component is None:
@@ -167,9 +166,10 @@ def startup_overlay(attributes: Mapping[str, Any], start_ns: int) -> list[Interv
 def other_part_attributes(budget: Budget) -> dict[str, float]:
     """The ``agent_latency.budget.other.*`` attributes of a budget whose parts of ``other``
     were measured (none otherwise: an offline budget would write guesses as facts)."""
-    if not budget.other_measured or not budget.other_parts:
+    if not budget.other_measured:
         return {}
-    return {semconv.budget_other_part(part): budget.other_parts[part] for part in OTHER_PARTS}
+    parts = budget.other_parts
+    return {semconv.budget_other_part(part): parts[part] for part in OTHER_PARTS}
 
 
 def adopt_other_parts(budget: Budget, attributes: Mapping[str, Any]) -> None:
@@ -177,11 +177,11 @@ def adopt_other_parts(budget: Budget, attributes: Mapping[str, Any]) -> None:
     attributes: what only the live process could measure) onto ``budget`` recomputed from
     its spans: each part at most what is left of ``other`` in priority order, ``idle`` the
     rest, so they still add up to ``other`` exactly.  Nothing changes without them."""
-    claims: dict[str, float] = {}
+    claims: list[float] = []
     for part in OTHER_PARTS[:-1]:
         value = attributes.get(semconv.budget_other_part(part))
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return
-        claims[part] = float(value)
-    budget.other_parts = other_parts(budget.shares[OTHER], claims)
+        claims.append(float(value))
+    budget.other_claims = tuple(claims)
     budget.other_measured = True

@@ -34,18 +34,27 @@ class Budget:
     ``shares`` add up to ``wall`` (each instant is divided equally among the components
     active at it; instants with nothing active are ``other``).  ``busy`` is each
     component's plain sum of interval time inside the task and can exceed ``wall``.
-    ``other_parts`` split ``shares["other"]`` exactly (``OTHER_PARTS``: gc, imports, lag,
-    cpu, idle); ``other_measured`` says the live process measured them (garbage-collection
-    pauses, imports and CPU time): without it only ``lag`` (and a process task's start-up,
-    in ``imports``) is known, and ``idle`` holds the rest.
+    ``other_claims`` are the seconds of ``other`` that gc, imports, lag and cpu claimed, in
+    that order; ``other_parts`` split ``shares["other"]`` exactly from them (``OTHER_PARTS``:
+    gc, imports, lag, cpu, idle).  ``other_measured`` says the live process measured them
+    (garbage-collection pauses, imports and CPU time): without it only ``lag`` (and a process
+    task's start-up, in ``imports``) is known, and ``idle`` holds the rest.
     """
 
     wall: float
     shares: dict[str, float]
     busy: dict[str, float]
     counts: dict[str, int] = field(default_factory=dict)
-    other_parts: dict[str, float] = field(default_factory=dict)
+    other_claims: tuple[float, ...] = ()
     other_measured: bool = False
+
+    @property
+    def other_parts(self) -> dict[str, float]:
+        """``other`` split into its parts, in ``OTHER_PARTS`` order; they add up to it
+        exactly (computed from ``other_claims`` on each use: a report holds many budgets)."""
+        # Fewer claims than parts (none: a budget made by hand) leave the rest idle.
+        claims = dict(zip(OTHER_PARTS, self.other_claims, strict=False))
+        return other_parts(self.shares.get(OTHER, 0.0), claims)
 
     @property
     def output_tokens_per_second(self) -> float | None:
@@ -70,10 +79,9 @@ class Budget:
             f" | prefill {s['prefill']:.2f} | tools {s['tool_execution']:.2f}"
             f" | network {s['network_overhead']:.2f} | other {s['other']:.2f}"
         )
-        if self.other_measured and self.other_parts and s["other"] >= LARGE_OTHER * self.wall \
-                and s["other"] > 0:
-            line += " (" + ", ".join(f"{part} {self.other_parts[part]:.2f}"
-                                     for part in OTHER_PARTS) + ")"
+        if self.other_measured and s["other"] >= LARGE_OTHER * self.wall and s["other"] > 0:
+            parts = self.other_parts
+            line += " (" + ", ".join(f"{part} {parts[part]:.2f}" for part in OTHER_PARTS) + ")"
         return line
 
 
@@ -251,15 +259,14 @@ def _budget(by_mask: Mapping[int, int], busy_ns: Mapping[int, int], wall_ns: int
     residue = wall_ns - sum(shares_ns)
     largest = max(range(n), key=lambda i: shares_ns[i])
     shares_ns[largest] = max(shares_ns[largest] + residue, 0.0)
-    shares = {c: shares_ns[i] * _NS for i, c in enumerate(COMPONENTS)}
-    claims = {name: ns * _NS for name, ns in claimed.items()}
-    claims["cpu"] = cpu.cpu_ns * _NS if cpu is not None else 0.0
+    claims = (claimed[GC] * _NS, claimed[IMPORTS] * _NS, claimed[LAG] * _NS,
+              cpu.cpu_ns * _NS if cpu is not None else 0.0)
     return Budget(
         wall=wall_ns * _NS,
-        shares=shares,
+        shares={c: shares_ns[i] * _NS for i, c in enumerate(COMPONENTS)},
         busy={c: busy_ns[1 << i] * _NS for i, c in enumerate(COMPONENTS)},
         counts=dict(counts or {}),
-        other_parts=other_parts(shares[OTHER], claims),
+        other_claims=claims if any(claims) else (),  # most stored tasks: all idle
         other_measured=cpu is not None,
     )
 

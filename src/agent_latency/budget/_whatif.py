@@ -150,9 +150,9 @@ class Projection:
 
     ``client_bound`` counts the LLM calls (of ``llm_calls`` with output generation) whose
     projected end the client's own pace set: it read the stream slower than the server sent
-    it, and would still.  ``client_kept`` is the time (s, summed over those calls, before
-    overlap) by which their projected ends stay later than the server's projected last bytes
-    would allow: the saving a faster model does not bring to a busy client.
+    it, and would still.  ``client_kept`` is how much later the task ends for it (s): the
+    projection less the same projection as if the client could read at any speed — the
+    saving a faster model does not bring to a busy client.
     """
 
     recorded_wall: float
@@ -189,7 +189,7 @@ def project(
     end_ns = max(end_ns, start_ns)
     # Clip to the task as the split does, so both see the same intervals.
     clipped = (
-        Interval(*iv)._replace(start=max(iv[0], start_ns), end=min(iv[1], end_ns))
+        Interval._make(iv)._replace(start=max(iv[0], start_ns), end=min(iv[1], end_ns))
         for iv in intervals
     )
     ivs = sorted(
@@ -198,6 +198,7 @@ def project(
     )
     for iv in ivs:
         iv.component  # noqa: B018 - raises UnknownComponentError early, with a clear message
+    clipped_ivs = ivs
     ivs, durations = _fold_nested_tools(ivs, scenario)
     if scenario.persistent_connection:
         # The task's first connection is still opened once.
@@ -209,7 +210,6 @@ def project(
                     durations[id(iv)] = kept.duration(iv)
     llm_calls, client_bound, floors = _client_pace(ivs, scenario, durations)
     generation_starts = {og: 0.0 for og, _, _ in floors.values()}
-    client_kept = 0.0
     schedule: list[tuple[Interval, int, int]] = []
     # Finished intervals waiting to become predecessors, keyed by recorded end.  Projected
     # times are floats relative to the task start: epoch nanoseconds exceed a double's
@@ -232,22 +232,24 @@ def project(
         if floor is not None:
             # A client behind the wire: done after its own pace allows, then its final work.
             og, handed_over, final = floor
-            paced_end = max(generation_starts[og] + handed_over, new_start) + final
-            client_kept += max(paced_end - new_end, 0.0)
-            new_end = paced_end
+            new_end = max(generation_starts[og] + handed_over, new_start) + final
         schedule.append((iv, start_ns + round(new_start), start_ns + round(new_end)))
         heapq.heappush(pending, (iv.end, i, new_end))
     for rec_end, _, new_end in pending:
         last_end = max(last_end, rec_end)
         last_new_end = max(last_new_end, new_end)
     projected_end = last_new_end + max(end_ns - last_end, 0)
+    client_kept = 0.0
+    if client_bound:
+        unpaced = project(clipped_ivs, start_ns, end_ns, replace(scenario, client_pace=False))
+        client_kept = max(projected_end * 1e-9 - unpaced.projected_wall, 0.0)
     return Projection(
         recorded_wall=(end_ns - start_ns) * 1e-9,
         projected_wall=max(projected_end, 0.0) * 1e-9,
         schedule=schedule,
         llm_calls=llm_calls,
         client_bound=client_bound,
-        client_kept=client_kept * 1e-9,
+        client_kept=client_kept,
     )
 
 

@@ -282,14 +282,16 @@ def _whatif(tasks: Sequence[StoredTask]) -> dict[str, Any]:
         cells: list[dict[str, float] | None] = []
         for _, scenario in SCENARIOS:
             try:
-                projected = statistics.median(
-                    project(t.intervals, t.span.start_ns, t.span.end_ns, scenario)
-                    .projected_wall for t in members)
+                projections = [project(t.intervals, t.span.start_ns, t.span.end_ns, scenario)
+                               for t in members]
             except ValueError:  # a scenario this task's data cannot answer
                 cells.append(None)
                 continue
+            projected = statistics.median(p.projected_wall for p in projections)
+            kept = statistics.median(p.client_kept for p in projections)
             cells.append({"seconds": projected,
-                          "pct": 100 * (projected - recorded) / (recorded or 1)})
+                          "pct": 100 * (projected - recorded) / (recorded or 1),
+                          "client_kept": kept})
         rows.append({"name": name, "count": len(members), "recorded": recorded,
                      "cells": cells})
     return {"scenarios": [label for label, _ in SCENARIOS], "rows": rows}

@@ -50,9 +50,9 @@ def counts_line(budget: Budget) -> str:
 
 def other_parts_line(budget: Budget) -> str:
     """``other``'s parts as one line (empty when the task has no other time)."""
-    parts = budget.other_parts
-    if not parts or budget.shares["other"] <= 0:
+    if budget.shares["other"] <= 0:
         return ""
+    parts = budget.other_parts
     line = "other = " + " + ".join(f"{part} {parts[part]:.3f}" for part in OTHER_PARTS) + " s"
     if not budget.other_measured:
         line += " (gc, imports and cpu need the live process: not stored with this task)"
@@ -111,7 +111,7 @@ def client_bound_line(projection: Projection) -> str:
     return (f"the client is the bottleneck in {projection.client_bound} of "
             f"{projection.llm_calls} LLM calls: it read their streams slower than the "
             f"server sent them, and a faster model does not make it read faster "
-            f"({projection.client_kept:.3f} s of those calls' saving stays)")
+            f"(its pace keeps {projection.client_kept:.3f} s of the saving)")
 
 
 def _bar(pct: float, width: int = 20) -> str:
