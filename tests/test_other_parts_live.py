@@ -92,6 +92,23 @@ class TestLive:
         span = measured.span("invoke_agent t")
         assert _parts(span)["gc"] < 0.002
 
+    def test_cpu_samples_stay_bounded(self, measured: Any, monkeypatch: Any) -> None:
+        from agent_latency import processor
+        from agent_latency.budget import _tree
+
+        monkeypatch.setattr(processor, "_SAMPLE_EVERY_NS", 0)  # a sample at every boundary
+        monkeypatch.setattr(processor, "MAX_CPU_SAMPLES", 64)
+        monkeypatch.setattr(_tree, "MAX_CPU_SAMPLES", 64)
+        with agent_latency.task("long"):
+            for _ in range(500):
+                with agent_latency.tool("t"):
+                    pass
+            [task] = measured.processor._tasks.values()
+            assert len(task.cpu_samples) <= 65
+            assert task.cpu_samples == sorted(task.cpu_samples)
+        parts = _parts(measured.span("invoke_agent long"))
+        assert all(v >= 0 for v in parts.values())
+
     def test_the_summary_line_names_the_parts(self, measured: Any) -> None:
         from agent_latency._local import TaskSummaryPrinter
 

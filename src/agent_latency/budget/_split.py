@@ -4,6 +4,7 @@ the client's parts, exactly."""
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -219,15 +220,20 @@ class CpuWindows:
 
     __slots__ = ("_free_at", "_last", "_values", "cpu_ns")
 
-    def __init__(self, values: Iterable[int]) -> None:
-        self._values = iter(values)
+    def __init__(self, values: Iterable[int] = ()) -> None:
+        self._values: deque[int] = deque(values)
         self._last: int | None = None
         self._free_at = 0.0
         self.cpu_ns = 0.0
 
+    def extend(self, values: Iterable[int]) -> None:
+        """CPU times of samples still to be swept, in time order (a split kept as intervals
+        arrive adds them as they come; their times go into the sweep as events of bit 0)."""
+        self._values.extend(values)
+
     def sample(self, by_mask: Mapping[int, int]) -> None:
         """The sweep met the next sample, ``by_mask`` the time up to it under each mask."""
-        cpu = next(self._values)
+        cpu = self._values.popleft()
         free_table = _FREE
         free = sum(ns * free_table[mask] for mask, ns in by_mask.items())
         if self._last is not None:
