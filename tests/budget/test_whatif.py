@@ -218,24 +218,22 @@ class TestBusyClient:
         p = project(ivs, 0, 1_300 * MS, Scenario(prefill_speedup=2, output_speedup=2))
         assert p.projected_wall == pytest.approx(1.25)
 
-    def test_a_client_that_kept_up_is_not_held_back(self):
-        ivs = _stream(0, 100, 400, 1, 12, 3, call=1)  # 3 ms behind: under 5 ms
-        p = project(ivs, 0, 513 * MS, Scenario(output_speedup=2))
-        assert p.projected_wall == pytest.approx(0.313)
-        assert p.client_bound == 0
-
-    def test_a_client_a_little_behind_at_the_end_is_not_held_back(self):
+    @pytest.mark.parametrize(("client_tail", "lag", "speedup", "projected", "bound"), [
+        # 3 ms behind at the end: under 5 ms, it kept up.
+        (12, 3, 2, 0.313, 0),
         # 50 ms behind at the end of a 400 ms stream (a pause, not a pace): under a quarter.
-        ivs = _stream(0, 100, 400, 1, 59, 50, call=1)
-        p = project(ivs, 0, 560 * MS, Scenario(output_speedup=2))
-        assert p.projected_wall == pytest.approx(0.36)
-        assert p.client_bound == 0
-
-    def test_a_client_a_quarter_behind_keeps_its_pace(self):
-        ivs = _stream(0, 100, 400, 1, 109, 100, call=1)
-        p = project(ivs, 0, 610 * MS, Scenario(output_speedup=2))
-        assert p.projected_wall == pytest.approx(0.61)
-        assert p.client_kept == pytest.approx(0.2)
+        (59, 50, 2, 0.36, 0),
+        # A quarter behind: its pace is kept, twice as fast a server saves nothing.
+        (109, 100, 2, 0.61, 1),
+        # A slower server: the client keeps up with an 800 ms stream, its 10 ms of final
+        # work remain.
+        (109, 100, 0.5, 0.911, 0),
+    ])
+    def test_how_far_behind(self, client_tail, lag, speedup, projected, bound):
+        ivs = _stream(0, 100, 400, 1, client_tail, lag, call=1)
+        p = project(ivs, 0, (501 + client_tail) * MS, Scenario(output_speedup=speedup))
+        assert p.projected_wall == pytest.approx(projected)
+        assert p.client_bound == bound
 
     def test_the_pace_counts_from_the_calls_own_first_token(self):
         """A client tail that another interval delays starts late; the client's pace still
@@ -244,13 +242,6 @@ class TestBusyClient:
                Interval(0, 600 * MS, "tool", 2)]  # ends after the stream's last byte
         p = project(ivs, 0, 1_300 * MS, Scenario(output_speedup=2))
         assert p.projected_wall == pytest.approx(1.3)
-
-    def test_a_slower_server_lets_the_client_catch_up(self):
-        ivs = _stream(0, 100, 400, 1, 109, 100, call=1)
-        p = project(ivs, 0, 610 * MS, Scenario(output_speedup=0.5))
-        # The client keeps up with an 800 ms stream: its 10 ms of final work remain.
-        assert p.projected_wall == pytest.approx(0.911)
-        assert p.client_bound == 0
 
     def test_kept_is_the_task_against_its_unpaced_projection(self):
         ivs = [*_stream(0, 100, 400, 1, 799, 790, call=1),
