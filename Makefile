@@ -45,7 +45,8 @@ define kernel_delay_deps
 	  $(1)/bin/python -m pip install -q 'netfilterqueue>=1.1'; fi
 endef
 
-.PHONY: demo servers test test-current test-legacy lint typecheck docs docs-check system-packages bench clean
+.PHONY: demo servers pythons test test-current test-legacy lint typecheck docs docs-check \
+	system-packages bench clean
 
 $(VENV)/.demo-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -111,6 +112,16 @@ $(SERVERS_BIN)/.built: $(SERVER_SOURCES) deploy/servers/alertmanager/ui-placehol
 	echo "servers built in $$(( $$(date +%s) - start )) s into $(SERVERS_BIN)"
 	@touch $@
 
+# Every CPython 3.10+ that pyenv has here, each in a venv with this package (no extras): the
+# exit tests run a program on each (tests/reliability/test_exit_pythons.py; it makes any venv
+# missing here itself). 3.12.0 and 3.12.1 refuse new threads at interpreter shutdown.
+PYENV_PYTHONS = $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/3.1[0-9].*/bin/python)
+pythons:
+	@for p in $(PYENV_PYTHONS); do v=$$(basename $$(dirname $$(dirname $$p))); \
+	  test -f .venv-py$$v/.installed && continue; \
+	  $$p -m venv --clear .venv-py$$v && .venv-py$$v/bin/python -m pip install -q -e . \
+	    && touch .venv-py$$v/.installed; done
+
 system-packages:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -123,7 +134,7 @@ system-packages:
 	fi
 
 test: system-packages servers $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed \
-      $(PHOENIX)/.test-installed
+      $(PHOENIX)/.test-installed pythons
 	$(MAKE) lint typecheck test-current test-legacy docs-check
 
 # The rule set is [tool.ruff.lint] in pyproject.toml; checks only, never reformats.
@@ -159,4 +170,5 @@ bench: $(VENV)/.test-installed
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || echo "($$b exited $$?)"; done
 
 clean:
-	rm -rf $(VENV) $(LEGACY) $(AIDER) .servers .pytest_cache .hypothesis .agent-latency $(DOCS_SITE)
+	rm -rf $(VENV) $(LEGACY) $(AIDER) .venv-py3* .servers .pytest_cache .hypothesis .agent-latency \
+	  $(DOCS_SITE)

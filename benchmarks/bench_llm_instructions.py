@@ -19,6 +19,10 @@ land: a library that allocates more per call moves collections into (or out of) 
 streaming loop. ``--no-gc`` turns the collector off after warm-up, which isolates the code's
 own per-chunk work.
 
+``agent_latency+arrivals`` takes arrival times on every read (``AGENT_LATENCY_ARRIVALS=always``,
+what a client behind its stream gets): the difference to ``agent_latency`` is the added cost
+per read.
+
 A library name ending in ``+litellm`` makes the same calls through ``litellm.completion``
 (litellm's OpenAI path: the openai SDK's low-level ``client.post`` on an httpx client), with
 our litellm instrumentation on top for ``agent_latency+litellm``: the per-chunk cost of the
@@ -49,6 +53,9 @@ def worker(library: str, url: str, n: int) -> None:
     from bench_llm_overhead import _setup
 
     base, _, via = library.partition("+")
+    if via == "arrivals":
+        # Arrival times taken on every read, as for a client that is behind its stream.
+        os.environ["AGENT_LATENCY_ARRIVALS"] = "always"
     instrumentors = [i for i in (_setup(base),) if i is not None]
     messages = [{"role": "user", "content": "benchmark " * 20}]
     if via == "litellm":
@@ -168,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         ours, official = by_name["agent_latency"], by_name["official"]
         print(f"\nours / official: per call {ours[2] / official[2]:.2f}x, "
               f"per chunk {ours[4] / official[4]:.2f}x")
+    if "agent_latency" in by_name and "agent_latency+arrivals" in by_name:
+        # One read per chunk here (the client keeps up with a fast local server).
+        extra = by_name["agent_latency+arrivals"][4] - by_name["agent_latency"][4]
+        print(f"arrival times taken on every read (a busy client's stream): {extra:+,.0f} "
+              "instructions per read")
     return 0
 
 

@@ -22,11 +22,13 @@ from pathlib import Path
 from opentelemetry.sdk.trace import ReadableSpan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _agent_trace import task_spans
+from otlp_reference import protobuf_otlp_json
 
 from agent_latency import semconv
-from agent_latency._local import JsonLinesSpanExporter, protobuf_otlp_json
+from agent_latency._local import JsonLinesSpanExporter
 
 GOAL_US = 20.0
 BATCH = 512  # the BatchSpanProcessor's default export size

@@ -22,13 +22,13 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, Tra
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.span import TraceState
+from otlp_reference import protobuf_otlp_json
 
 from agent_latency import _log, semconv
 from agent_latency._local import (
     ENV_MAX_FILE_MB,
     JsonLinesSpanExporter,
     default_traces_path,
-    protobuf_otlp_json,
     spans_to_otlp_json,
 )
 from agent_latency._otlp_json import encode_line

@@ -94,20 +94,38 @@ class TestLive:
 
     def test_cpu_samples_stay_bounded(self, measured: Any, monkeypatch: Any) -> None:
         from agent_latency import processor
-        from agent_latency.budget import _tree
+        from agent_latency.budget import _split
 
         monkeypatch.setattr(processor, "_SAMPLE_EVERY_NS", 0)  # a sample at every boundary
-        monkeypatch.setattr(processor, "MAX_CPU_SAMPLES", 64)
-        monkeypatch.setattr(_tree, "MAX_CPU_SAMPLES", 64)
+        monkeypatch.setattr(_split, "MAX_CPU_SAMPLES", 64)
         with agent_latency.task("long"):
             for _ in range(500):
                 with agent_latency.tool("t"):
                     pass
             [task] = measured.processor._tasks.values()
-            assert len(task.cpu_samples) <= 65
-            assert task.cpu_samples == sorted(task.cpu_samples)
+            assert len(task.running.samples) <= 65
         parts = _parts(measured.span("invoke_agent long"))
         assert all(v >= 0 for v in parts.values())
+
+    def test_a_long_task_folds_its_parts(self, measured: Any, monkeypatch: Any) -> None:
+        """Folded as it goes (as a long task is), a collection's pause is still its part."""
+        from agent_latency import processor
+
+        monkeypatch.setattr(processor, "_FOLD_AFTER", 4)
+        monkeypatch.setattr(processor, "_FOLD_LAG_NS", 0)
+        heap = [[i] for i in range(1_000_000)]
+        with agent_latency.task("folded"):
+            started = time.perf_counter()
+            gc.collect()
+            collection = time.perf_counter() - started
+            for _ in range(40):
+                with agent_latency.tool("t"):
+                    pass
+            [task] = measured.processor._tasks.values()
+            assert task.running.folded_to > task.start_ns + round(collection * 1e9)
+        del heap
+        span = measured.span("invoke_agent folded")
+        assert _parts(span)["gc"] == pytest.approx(collection, abs=0.005)
 
     def test_the_summary_line_names_the_parts(self, measured: Any) -> None:
         from agent_latency._local import TaskSummaryPrinter

@@ -34,6 +34,20 @@ def env_flag(name: str, default: bool) -> bool:
     return default
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (case-insensitive); anything else keeps the default, with one
+    warning."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    value = raw.strip().lower()
+    if value in choices:
+        return value
+    warn_once(f"env-{name}", "agent-latency: %s=%r is not one of %s; using %s", name, raw,
+              ", ".join(choices), default)
+    return default
+
+
 def env_number(name: str, default: float, *, minimum: float = 0.0,
                maximum: float = 1e12, allow_minimum: bool = False) -> float:
     """A finite number above ``minimum`` (or equal to it with ``allow_minimum``) and at most

@@ -20,6 +20,7 @@ reader reads straight from the exporter); nothing else here depends on SDK inter
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 import threading
@@ -30,7 +31,12 @@ from typing import Any
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._log import logger
-from ._sdk import exporter_endpoint, preferred_aggregation, preferred_temporality
+from ._sdk import (
+    batch_processors,
+    exporter_endpoint,
+    preferred_aggregation,
+    preferred_temporality,
+)
 
 DEFAULT_EXIT_TIMEOUT_S = 2.0
 # The bound in force (AGENT_LATENCY_EXIT_TIMEOUT, read by instrument()): the exit flush, a
@@ -306,14 +312,46 @@ def shut_down_within(providers: Sequence[Any], timeout_s: float) -> bool:
 
     started = time.monotonic()
     worker = threading.Thread(target=shut_down, name="agent-latency-exit-flush", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if worker.is_alive():
-        logger.warning("agent-latency: the exporters did not finish within %.1f s at exit "
-                       "(AGENT_LATENCY_EXIT_TIMEOUT); what was still being sent is lost",
-                       time.monotonic() - started)
-        return False
-    return True
+    try:
+        worker.start()
+    except RuntimeError:
+        # CPython 3.12.0 and 3.12.1 refuse new threads once shutdown began ("can't create
+        # new thread at interpreter shutdown"), and atexit hooks run after that point.
+        _shut_down_here(providers, started + timeout_s)
+    else:
+        worker.join(timeout_s)
+        if not worker.is_alive():
+            return True
+    if time.monotonic() - started < timeout_s:
+        return True
+    logger.warning("agent-latency: the exporters did not finish within %.1f s at exit "
+                   "(AGENT_LATENCY_EXIT_TIMEOUT); what was still being sent is lost",
+                   time.monotonic() - started)
+    return False
+
+
+def _shut_down_here(providers: Sequence[Any], deadline: float) -> None:
+    """Shut ``providers`` down on this thread, within ``deadline`` (``time.monotonic``).
+
+    The exports themselves run on threads that already exist (each batch span processor's
+    worker, each periodic metric reader's), and the shutdowns below wait for them with the
+    time left, so a backend that hangs cannot hold the exit here either.
+    """
+    for provider in providers:
+        try:
+            for batch in batch_processors(provider):
+                batch.shutdown(timeout_millis=_millis_left(deadline))
+            shutdown = provider.shutdown
+            if "timeout_millis" in inspect.signature(shutdown).parameters:
+                shutdown(timeout_millis=_millis_left(deadline))  # a meter provider
+            else:
+                shutdown()  # its batch processors are already shut down: returns at once
+        except Exception:  # noqa: BLE001 - the next provider is still flushed
+            logger.debug("agent-latency: provider shutdown failed", exc_info=True)
+
+
+def _millis_left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.0) * 1000
 
 
 def report_failures() -> None:

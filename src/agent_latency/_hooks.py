@@ -1,11 +1,16 @@
-"""The one place where API-side code (``task()``) reaches SDK-side budget processors.
+"""The one place where API-side code (``task()``) reaches SDK-side budget processors, and
+where a task's end reaches the work it handed out.
 
 A task's budget must be set on its span before ``end()`` freezes it, and only the processor
 holds the task's intervals; processors register a finisher here, ``task()`` calls them.
+Work that a task started and handed to the program unfinished (a stream it still reads) is
+*held* here under the task's span id; the task's end ends it first, so it counts in that
+task (:func:`end_held`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -26,3 +31,32 @@ def unregister(finisher: Finisher) -> None:
         finishers.remove(finisher)
     except ValueError:
         pass
+
+
+# Task span id -> {key: end callback} of the work it holds.
+_held: dict[int, dict[int, Callable[[], object]]] = {}
+if hasattr(os, "register_at_fork"):
+    # A forked child's tasks are its own: the parent's held work is the parent's to end.
+    os.register_at_fork(after_in_child=_held.clear)
+
+
+def hold(task_id: int, key: int, end: Callable[[], object]) -> None:
+    """``end()`` is to be called when the task with span id ``task_id`` ends, unless
+    :func:`release` comes first."""
+    _held.setdefault(task_id, {})[key] = end
+
+
+def release(task_id: int, key: int) -> None:
+    """The work under ``key`` finished on its own."""
+    held = _held.get(task_id)
+    if held is not None:
+        held.pop(key, None)
+        if not held:
+            _held.pop(task_id, None)
+
+
+def end_held(task_id: int) -> None:
+    """End what the task still holds (just before its own end)."""
+    held = _held.pop(task_id, None)
+    for end in list(held.values()) if held else ():
+        end()

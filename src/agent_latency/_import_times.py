@@ -28,7 +28,8 @@ class ImportTimes:
     __slots__ = ("_depth", "_original", "recent", "since_ns", "total")
 
     def __init__(self) -> None:
-        self.recent: deque[tuple[float, float, int, int]] = deque(maxlen=_KEEP)
+        # The CPU times are never None here; the type is the pauses' ring's (read alike).
+        self.recent: deque[tuple[float, float, int | None, int | None]] = deque(maxlen=_KEEP)
         self.total = 0.0
         self.since_ns = 0
         self._depth = threading.local()

@@ -151,7 +151,8 @@ class JsonLinesSpanExporter(SpanExporter):
             self._fd = None
             _close(fd)
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = _above_stdio(os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                                  0o644))
         self._fd = fd
         size = os.fstat(fd).st_size
         # A file that does not end in a newline (another writer's torn line): start clean.
@@ -213,6 +214,22 @@ class JsonLinesSpanExporter(SpanExporter):
         return True
 
 
+def _above_stdio(fd: int) -> int:
+    """``fd`` moved above 0-2.  With stderr closed (``2>&-``) the file would get descriptor
+    2, and whatever writes there (a C library, ``faulthandler``, ``os.write(2, …)``) would
+    land inside the trace file."""
+    if fd > 2:
+        return fd
+    try:
+        import fcntl
+
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    except (ImportError, OSError):  # not POSIX, or no descriptors left: keep it as it is
+        return fd
+    _close(fd)
+    return moved
+
+
 def _close(fd: int) -> None:
     try:
         os.close(fd)
@@ -231,30 +248,6 @@ def spans_to_otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     """OTLP/JSON (hex ids, camelCase, int64 as strings, enums as integers) for a batch of
     SDK spans, encoded directly (``_otlp_json``)."""
     return encode_request(spans)
-
-
-def protobuf_otlp_json(spans: Sequence[ReadableSpan], *,
-                       integer_enums: bool = False) -> dict[str, Any]:
-    """The same through the OTLP exporter's protobuf encoding and ``MessageToDict``: the
-    reference the direct encoder is tested against, and the benchmark's "before"."""
-    import base64
-
-    from google.protobuf.json_format import MessageToDict
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-    data = MessageToDict(encode_spans(spans), use_integers_for_enums=integer_enums)
-    # OTLP/JSON differs from protobuf's JSON mapping in one place: ids are hex, not base64.
-    for rs in data.get("resourceSpans", ()):
-        for ss in rs.get("scopeSpans", ()):
-            for span in ss.get("spans", ()):
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = base64.b64decode(span[key]).hex()
-                for link in span.get("links", ()):
-                    for key in ("traceId", "spanId"):
-                        if key in link:
-                            link[key] = base64.b64decode(link[key]).hex()
-    return data
 
 
 _LLM_CALLS = semconv.budget_count("llm_calls")
@@ -311,7 +304,10 @@ class TaskSummaryPrinter(SpanProcessor):
             busy={c: float(attrs.get(semconv.budget_busy(c), 0.0)) for c in COMPONENTS},
         )
         adopt_other_parts(budget, attrs)
+        stream = self._stream or sys.stderr
+        if stream is None:  # stderr closed (``2>&-``): print(file=None) would use stdout
+            return
         try:
-            print(budget.summary(str(name)), file=self._stream or sys.stderr, flush=True)
+            print(budget.summary(str(name)), file=stream, flush=True)
         except Exception:  # noqa: BLE001, S110 - a closed stderr must not break the program
             pass

@@ -139,26 +139,27 @@ def main(argv: list[str]) -> int:
         print(USAGE)
         return 0
     except ValueError as exc:
-        print(f"agent-latency run: {exc}\n\n{USAGE}", file=sys.stderr)
+        _say(f"agent-latency run: {exc}\n\n{USAGE}")
         return 2
     if not children and os.environ.get(semconv.ENV_RUN_CHILDREN):
         from ._env import env_flag  # only when set: the launcher stays light
 
         children = env_flag(semconv.ENV_RUN_CHILDREN, False)
     env = run_environment(name or default_name(cmd), children, start_ns=start_ns)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:  # None: the descriptor was closed (``2>&-``)
+            stream.flush()
     if hasattr(os, "execvpe") and os.name == "posix":
         try:
             os.execvpe(cmd[0], cmd, env)  # noqa: S606 - runs the user's command on purpose
         except FileNotFoundError:
-            print(f"agent-latency run: {cmd[0]}: command not found", file=sys.stderr)
+            _say(f"agent-latency run: {cmd[0]}: command not found")
             return 127
         except PermissionError as exc:
-            print(f"agent-latency run: {cmd[0]}: {exc.strerror}", file=sys.stderr)
+            _say(f"agent-latency run: {cmd[0]}: {exc.strerror}")
             return 126
         except OSError as exc:
-            print(f"agent-latency run: {cmd[0]}: {exc}", file=sys.stderr)
+            _say(f"agent-latency run: {cmd[0]}: {exc}")
             return 126
     # No exec (Windows): run CMD as a child and pass its exit status through.
     import subprocess
@@ -166,7 +167,7 @@ def main(argv: list[str]) -> int:
     try:
         proc = subprocess.Popen(cmd, env=env)  # noqa: S603 - runs the user's command on purpose
     except FileNotFoundError:
-        print(f"agent-latency run: {cmd[0]}: command not found", file=sys.stderr)
+        _say(f"agent-latency run: {cmd[0]}: command not found")
         return 127
     while True:
         try:
@@ -175,6 +176,13 @@ def main(argv: list[str]) -> int:
         except KeyboardInterrupt:
             continue  # the child got the same Ctrl-C; wait for it to decide
     return code if code >= 0 else 128 - code
+
+
+def _say(text: str) -> None:
+    """A message on stderr; none when stderr is closed (``print(file=None)`` would put it on
+    stdout, into the output the program's reader parses)."""
+    if sys.stderr is not None:
+        print(text, file=sys.stderr)
 
 
 # -- inside the program (called from the bootstrap sitecustomize) ---------------------------

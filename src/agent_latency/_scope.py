@@ -20,7 +20,8 @@ from ._version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Set in the context while a task is open, so tool() can tell it runs inside one.
+# The innermost open task's span, in the context while it is open: tool() can tell it runs
+# inside one, and an LLM call which task holds it.
 _TASK_KEY = otel_context.create_key("agent_latency.task")
 # Task spans open right now, so that a task left open at exit still gets its budget.
 _open_tasks: dict[int, tuple[str, Span]] = {}
@@ -220,7 +221,7 @@ class task(_Scope):  # lower case: reads as a function at the call site, like co
 
     def _context(self, span: Span) -> otel_context.Context:
         _open_tasks[id(span)] = (self._name, span)
-        return otel_context.set_value(_TASK_KEY, self._name, trace.set_span_in_context(span))
+        return otel_context.set_value(_TASK_KEY, span, trace.set_span_in_context(span))
 
     def _span_name(self) -> str:
         return f"{semconv.OPERATION_INVOKE_AGENT} {self._name}"
@@ -282,7 +283,7 @@ def start_task(
                                attributes=task_attributes(name, attributes),
                                start_time=start_time)
     _open_tasks[id(span)] = (name, span)
-    ctx = otel_context.set_value(_TASK_KEY, name, trace.set_span_in_context(span, context))
+    ctx = otel_context.set_value(_TASK_KEY, span, trace.set_span_in_context(span, context))
     return span, ctx
 
 
@@ -306,6 +307,8 @@ def end_task(span: Span, exc: BaseException | None = None) -> bool:
 
 
 def _finish_budget(span: Span, end_ns: int) -> None:
+    if _hooks._held:
+        _hooks.end_held(span.get_span_context().span_id)
     for finisher in list(_hooks.finishers):
         finisher(span, end_ns)
 
@@ -341,6 +344,15 @@ class tool(_Scope):
 def in_task() -> bool:
     """Whether a task is open in the current context (any ancestor task span)."""
     return otel_context.get_value(_TASK_KEY) is not None
+
+
+def current_task_id() -> int:
+    """The span id of the innermost task open in the current context; 0 outside any."""
+    span = otel_context.get_value(_TASK_KEY)
+    try:
+        return span.get_span_context().span_id if span is not None else 0  # type: ignore[attr-defined]  # a Span by construction
+    except Exception:  # noqa: BLE001 - a value someone else put there
+        return 0
 
 
 def end_open_tasks() -> int:

@@ -193,6 +193,21 @@ def batch_processors(provider: object) -> list[Any]:
             if (bp := getattr(p, "_batch_processor", None)) is not None]
 
 
+def remove_span_processors(provider: object, processors: list[Any]) -> bool:
+    """Take ``processors`` out of an SDK tracer provider (its private multi-processor's
+    tuple, replaced under its lock as ``add_span_processor`` does); False when the shape
+    differs and nothing was changed."""
+    multi = getattr(provider, "_active_span_processor", None)
+    lock = getattr(multi, "_lock", None)
+    current = getattr(multi, "_span_processors", None)
+    if lock is None or not isinstance(current, tuple):
+        return False
+    with lock:
+        multi._span_processors = tuple(  # type: ignore[union-attr]  # checked above
+            p for p in current if not any(p is q for q in processors))
+    return True
+
+
 def batch_worker(batch: object) -> Any:
     """A batch processor's worker thread while it is shutting down, else None."""
     if not getattr(batch, "_shutdown", False):

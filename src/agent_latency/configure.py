@@ -65,6 +65,8 @@ _lock = threading.Lock()
 _atexit_registered = False
 # Providers instrument() built (shut down at exit by us, within the exit bound).
 _built_providers: list[Any] = []
+# The batch processors we added to each tracer provider we built.
+_exporting: dict[Any, list[SpanProcessor]] = {}
 
 
 def is_instrumented() -> bool:
@@ -189,11 +191,6 @@ def uninstrument() -> None:
         state.tracer_provider.force_flush()
 
 
-def budget_processor() -> BudgetSpanProcessor | None:
-    """The budget processor ``instrument()`` added, if any."""
-    return _state.processor if _state is not None else None
-
-
 def traces_path() -> Path | None:
     """Where the local default writes spans, when it is in use."""
     return _state.traces_path if _state is not None else None
@@ -302,18 +299,60 @@ def _build_tracer_provider() -> tuple[TracerProvider, bool, Path | None]:
     """
     # Shut down by our exit hook, within its bound, not by the SDK's unbounded one.
     provider = TracerProvider(resource=Resource.create(), shutdown_on_exit=False)
+    processors, local_default, path = _exporting_processors()
+    for processor in processors:
+        provider.add_span_processor(processor)
+    _exporting[provider] = processors
+    return provider, local_default, path
+
+
+def _exporting_processors() -> tuple[list[SpanProcessor], bool, Path | None]:
+    """The batch processors (with their exporters) the ``OTEL_*`` variables ask for, whether
+    that is the local default, and the local file's path if one is written."""
     names = _exporters.exporter_names("OTEL_TRACES_EXPORTER")
     path: Path | None
     if names is None and not _exporters.otlp_endpoint_set("TRACES"):
         path = default_traces_path()  # absolute now: a later chdir does not move it
-        provider.add_span_processor(
-            BatchSpanProcessor(guard_span_exporter(JsonLinesSpanExporter(path)),
-                               **batch_span_settings()))
-        return provider, True, path
+        return [BatchSpanProcessor(guard_span_exporter(JsonLinesSpanExporter(path)),
+                                   **batch_span_settings())], True, path
     path = None
+    processors: list[SpanProcessor] = []
     for exporter in _exporters.span_exporters(["otlp"] if names is None else names):
         if isinstance(exporter, JsonLinesSpanExporter):
             path = exporter.path
-        provider.add_span_processor(BatchSpanProcessor(guard_span_exporter(exporter),
-                                                       **batch_span_settings()))
-    return provider, False, path
+        processors.append(BatchSpanProcessor(guard_span_exporter(exporter),
+                                             **batch_span_settings()))
+    return processors, False, path
+
+
+def stop_exports() -> None:
+    """Flush and stop the export threads of the providers we built, and take their batch
+    processors out (spans ended until :func:`restart_exports` are not exported).
+
+    For gevent's ``monkey.patch_all()`` after ``instrument()``: threads started before it
+    are real threads that gevent does not know, and the SDK restarts them in a forked child
+    before gevent's own fork hook runs, which then leaves the parent's greenlets running in
+    the child (a process started from a greenlet hangs).  Processors made after the patch
+    start gevent threads, with their fork hooks after gevent's.
+    """
+    from ._sdk import remove_span_processors
+
+    for provider, processors in _exporting.items():
+        for processor in processors:
+            try:
+                processor.shutdown()
+            except Exception:  # noqa: BLE001 - the next one is still stopped
+                logger.debug("agent-latency: stopping %r failed", processor, exc_info=True)
+        if remove_span_processors(provider, processors):
+            processors.clear()
+
+
+def restart_exports() -> None:
+    """New batch processors and exporters for the providers :func:`stop_exports` stopped."""
+    for provider, processors in _exporting.items():
+        if processors:
+            continue  # never stopped (an SDK whose processors could not be taken out)
+        fresh, _, _ = _exporting_processors()
+        for processor in fresh:
+            provider.add_span_processor(processor)
+        processors.extend(fresh)

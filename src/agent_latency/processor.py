@@ -19,6 +19,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections import deque as Deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -40,23 +41,23 @@ from ._sdk import span_kind as _span_kind
 from ._sdk import span_name as _span_name
 from ._sdk import span_parent as _span_parent
 from ._sdk import start_ns as _start_ns
-from .budget import (
-    COMPONENTS,
-    OTHER_PARTS,
-    PHASE_PART,
-    Budget,
-    Interval,
-    UnknownComponentError,
-    component_of,
-)
-from .budget._spans import budget_attributes, startup_overlay
-from .budget._tree import MAX_CPU_SAMPLES, TaskNode
+from .budget import COMPONENTS, OTHER_PARTS, Budget, Interval, UnknownComponentError
+from .budget._spans import budget_attributes, count_span, span_intervals, startup_overlay
+from .budget._split import RunningSplit
+from .budget._tree import TaskNode
 
 _DEFAULT_MAX_OPEN_TASKS = 10_000
 _DEFAULT_MAX_TASK_AGE_S = 24 * 3600.0
-# Past this many intervals a task's intervals are merged per component (the split stays
-# exact; the what-if loses per-call detail), so a long task's memory stays bounded.
-_MAX_INTERVALS_PER_TASK = 100_000
+# A task folds its intervals into running totals once this many wait (or twice as many as
+# the last fold kept): amortised O(1) per span end, memory bounded however long it lives.
+_FOLD_AFTER = 1_024
+# Folding stops this far before the latest start seen: a span may be started with a start
+# time a little in the past (an LLM call's span starts at the SDK call).
+_FOLD_LAG_NS = 1_000_000_000
+# Past this many waiting intervals a span open all along (never ended, or open for hours)
+# no longer holds the fold back: its own intervals, when it ends, count in full as busy
+# time, and the part before the fold among the shares as the instants it overlapped were.
+_MAX_PENDING = 50_000
 # Spans open inside tasks; past this, all are forgotten (a last resort).
 _MAX_OPEN_SPANS = 1_000_000
 # Spans left open by tasks that finished (or were dropped): swept out once this many have
@@ -70,21 +71,22 @@ _SWEEP_AFTER_S = 60.0
 _METRIC_ATTRIBUTES = tuple((c, {semconv.COMPONENT: c}) for c in COMPONENTS)
 _PART_ATTRIBUTES = tuple((p, {semconv.OTHER_PART: p}) for p in OTHER_PARTS)
 _time_ns = time.time_ns
+_cpu_ns = time.process_time_ns
 # CPU samples of a task at least this far apart: a burst of spans costs one (the CPU time of a
 # stretch this short is placed within it at most this far from where it was spent).
 _SAMPLE_EVERY_NS = 1_000_000
-# Two threads may append to a ring a little out of the order their entries ended.
-_RING_DISORDER_NS = 1_000_000_000
-_cpu_ns = time.process_time_ns
+# The rings of garbage-collection pauses and imports, each with the phase it is.
+_RINGS: tuple[tuple[str, Deque[tuple[float, float, int | None, int | None]]], ...] = (
+    ("gc", PAUSES.recent), ("imports", IMPORTS.recent))
 _TASK_NAME = semconv.TASK_NAME
 _COMPONENT = semconv.COMPONENT
 _TOOL_EXECUTION = semconv.TOOL_EXECUTION
 _TOOL_NAME = semconv.GEN_AI_TOOL_NAME
 _LLM_CLIENT = semconv.LLM_CLIENT
 _SERVER = SpanKind.SERVER
-_STARTUP = semconv.TASK_STARTUP
 _PROCESS = semconv.PROCESS_TASK
 _RUN = semconv.RUN_TASK
+_STARTUP = semconv.TASK_STARTUP
 
 class _TaskNameLabels:
     """The wall-time metric's attributes for a task name: none unless names were asked for;
@@ -111,21 +113,34 @@ class _TaskNameLabels:
 
 
 class _OpenTask(TaskNode):
-    """What the processor holds for one open task: the task tree's node (intervals, counts,
-    nested tasks, budget) and the processor's own bookkeeping."""
+    """What the processor holds for one open task: the task tree's node (counts, budget),
+    its running split (:class:`RunningSplit`: intervals folded into totals as they become
+    final) and the processor's own bookkeeping."""
 
-    __slots__ = ("closed", "open_spans", "opened", "request", "span_id", "whole_process")
+    __slots__ = ("closed", "kept", "last_sample", "last_start", "open_spans", "open_starts",
+                 "opened", "overlays_seen", "request", "running", "span_id", "whole_process")
 
     parent: _OpenTask | None
-    cpu_samples: list[tuple[int, int]]
 
     def __init__(self, span_id: int, name: str, start_ns: int, parent: _OpenTask | None,
                  request: bool = False, whole_process: bool = False):
         super().__init__(span_id, name, start_ns, parent)
-        self.cpu_samples = []
         self.span_id = span_id
         self.closed = False
         self.open_spans = 0  # spans started in it and not ended yet (not its own)
+        # Start times of the spans open in it or in tasks nested in it: no interval still to
+        # come starts before the oldest.
+        self.open_starts: dict[int, int] = {}
+        self.last_start = start_ns  # of the latest span that ended in it
+        self.running = RunningSplit(start_ns)
+        self.kept = 0  # intervals the last fold left waiting
+        # What only this process knows, for the parts of other: the CPU time at span
+        # boundaries (the latest sample's time), and the pauses and imports taken from the
+        # rings so far (the end, perf_counter seconds, of the latest of each).
+        now = _time_ns()
+        self.running.sample([(now, _cpu_ns())])
+        self.last_sample = now
+        self.overlays_seen = [float("-inf")] * len(_RINGS)
         self.opened = time.monotonic()
         # A request task candidate: a task only if it sees an LLM call or a tool.
         self.request = request
@@ -133,29 +148,75 @@ class _OpenTask(TaskNode):
         self.whole_process = whole_process
 
     def add(self, intervals: Sequence[Interval]) -> None:
-        self.intervals.extend(intervals)
-        if len(self.intervals) > _MAX_INTERVALS_PER_TASK:
-            self.intervals = _merge_per_component(self.intervals)
+        self.running.add(intervals)
 
+    def finish(self, end_ns: int) -> Budget:
+        self.take_overlays()
+        self.running.sample([(_time_ns(), _cpu_ns())])
+        self.budget = self.running.finish(end_ns, dict(self.counts))
+        return self.budget
 
-def live_overlays(start_ns: int, end_ns: int) -> tuple[list[Interval], list[tuple[int, int]]]:
-    """Garbage-collection pauses and imports of this process inside ``[start_ns, end_ns]``
-    (span time, epoch ns), from their ``perf_counter`` rings, and the process's CPU time at
-    their edges as samples (so their own CPU time is theirs, not the agent's)."""
-    offset = _time_ns() - time.perf_counter_ns()
-    overlays: list[Interval] = []
-    samples: list[tuple[int, int]] = []
-    for phase, recent in (("gc", PAUSES.recent), ("imports", IMPORTS.recent)):
-        # A copy: a collection (and its callback appending to the ring) may come any time.
-        for a, b, cpu_a, cpu_b in reversed(tuple(recent)):
-            start, end = round(a * 1e9) + offset, round(b * 1e9) + offset
-            if end <= start_ns - _RING_DISORDER_NS:
-                break  # the rings hold entries as they ended, within a thread switch
-            if start < end_ns and end > start_ns:
+    def sample(self, now: int) -> None:
+        """The process's CPU time at a span boundary, at most one per ``_SAMPLE_EVERY_NS``."""
+        if now - self.last_sample >= _SAMPLE_EVERY_NS:
+            self.last_sample = now
+            self.running.sample([(now, _cpu_ns())])
+
+    def take_overlays(self) -> None:
+        """The garbage-collection pauses and imports that ended since the last call, inside
+        the task, as overlays (span time), with the CPU time at their edges as samples (so
+        their own CPU time is theirs, not the agent's)."""
+        offset = _time_ns() - time.perf_counter_ns()
+        overlays: list[Interval] = []
+        samples: list[tuple[int, int]] = []
+        seen = self.overlays_seen
+        for i, (phase, ring) in enumerate(_RINGS):
+            # A copy: a collection (and its callback appending to the ring) may come any time.
+            # The rings hold entries in the order they ended.
+            latest = seen[i]
+            for a, b, cpu_a, cpu_b in reversed(tuple(ring)):
+                if b <= seen[i]:
+                    break
+                latest = max(latest, b)
+                start, end = round(a * 1e9) + offset, round(b * 1e9) + offset
+                if end <= self.start_ns:
+                    continue
                 overlays.append(Interval(start, end, phase))
                 if cpu_a is not None and cpu_b is not None:
                     samples += ((start, cpu_a), (end, cpu_b))
-    return overlays, samples
+            seen[i] = latest
+        if overlays:
+            self.running.add(overlays)
+            self.running.sample(samples)
+
+    def ancestors(self) -> Iterator[_OpenTask]:
+        """The open tasks around it, innermost first: its work counts in them too."""
+        parent = self.parent
+        while parent is not None:
+            if not parent.closed:
+                yield parent
+            parent = parent.parent
+
+    def maybe_fold(self) -> None:
+        """Fold what is final once enough intervals wait (amortised O(1) per interval)."""
+        running = self.running
+        waiting = len(running.pending)
+        if waiting < _FOLD_AFTER or waiting < 2 * self.kept:
+            return
+        self.take_overlays()  # before the fold passes them
+        until = self.last_start - _FOLD_LAG_NS
+        if self.open_starts:
+            oldest = min(self.open_starts.values())
+            if oldest < until and waiting >= _MAX_PENDING:
+                warn_once("long-open-span", "agent-latency: a span has been open in task %r "
+                          "for more than %d budget intervals; the task's budget no longer "
+                          "waits for it (if it ends, its time before now counts as busy time "
+                          "but is not placed among the shares)", self.name, _MAX_PENDING)
+                self.open_starts.clear()
+            else:
+                until = min(until, oldest)
+        running.fold(until)
+        self.kept = len(running.pending)
 
 
 def _set_on_ended_span(span: Any, attributes: Mapping[str, Any]) -> bool:
@@ -184,27 +245,6 @@ def _call_if_alive(method: weakref.WeakMethod[Any]) -> None:
     bound = method()
     if bound is not None:
         bound()
-
-
-def _merge_per_component(intervals: list[Interval]) -> list[Interval]:
-    """Union the intervals of each component (and of each phase that is a part of
-    ``other`` by itself); the split only sees those."""
-    by_component: dict[str, list[tuple[int, int]]] = {}
-    for iv in intervals:
-        key = iv[2] if iv[2] in PHASE_PART else component_of(iv[2])
-        by_component.setdefault(key, []).append((iv[0], iv[1]))
-    merged: list[Interval] = []
-    for component, spans in by_component.items():
-        spans.sort()
-        cur_s, cur_e = spans[0]
-        for start, end in spans[1:]:
-            if start <= cur_e:
-                cur_e = max(cur_e, end)
-            else:
-                merged.append(Interval(cur_s, cur_e, component))
-                cur_s, cur_e = start, end
-        merged.append(Interval(cur_s, cur_e, component))
-    return merged
 
 
 class BudgetSpanProcessor(SpanProcessor):
@@ -289,8 +329,7 @@ class BudgetSpanProcessor(SpanProcessor):
                 task = _OpenTask(_span_id(span), str(attrs[_TASK_NAME]), _start_ns(span) or 0,
                                  owner, whole_process=_PROCESS in attrs or _RUN in attrs)
                 if _STARTUP in attrs:
-                    task.overlays = startup_overlay(attrs, task.start_ns)
-                task.cpu_samples.append((_time_ns(), _cpu_ns()))
+                    task.running.add(startup_overlay(attrs, task.start_ns))
                 self._open(task)
                 return
             if owner is None:
@@ -301,16 +340,20 @@ class BudgetSpanProcessor(SpanProcessor):
                 return
             if owner.closed:
                 return
-            # The process's CPU time at span boundaries: the agent's own CPU is placed on the
-            # task's other time between two of them.
-            samples = owner.cpu_samples
-            now = _time_ns()
-            if now - samples[-1][0] >= _SAMPLE_EVERY_NS:
-                samples.append((now, _cpu_ns()))
             sid = _span_id(span)
             owner_map = self._owner
             owner_map[sid] = owner
             owner.open_spans += 1
+            start = _start_ns(span) or 0
+            owner.open_starts[sid] = start
+            # The process's CPU time at span boundaries: the agent's own CPU is placed on the
+            # task's other time between two of them.
+            now = _time_ns()
+            owner.sample(now)
+            if owner.parent is not None:
+                for outer in owner.ancestors():
+                    outer.open_starts[sid] = start
+                    outer.sample(now)
             # A tool run by a tool (a shell command under a ``run_shell`` function) is tool
             # time like any other, but not another tool call, and a what-if scales it inside
             # the outer tool: remember the outermost tool each span runs in.
@@ -354,36 +397,42 @@ class BudgetSpanProcessor(SpanProcessor):
                 self._close(task, span)
                 return
             task.open_spans -= 1
-            samples = task.cpu_samples
-            now = _time_ns()
-            if now - samples[-1][0] >= _SAMPLE_EVERY_NS:
-                samples.append((now, _cpu_ns()))
-                if len(samples) > MAX_CPU_SAMPLES:
-                    task.sampled()
             top = self._in_tool.pop(sid, sid)
+            # Its work counts in its task and in every open task around it (a nested task's
+            # too, so each folds its own time), while they are open.
+            tasks = [task, *task.ancestors()] if task.parent is not None else [task]
             attrs = _attributes_of(span)
+            start, end = _span_times(span) if attrs else (0, 0)
+            now = _time_ns()
+            for counted in tasks:
+                counted.open_starts.pop(sid, None)
+                counted.sample(now)
+                if attrs and start > counted.last_start:
+                    counted.last_start = start
             if not attrs:
                 return
-            start, end = _span_times(span)
             if attrs.get(_COMPONENT) == _TOOL_EXECUTION and end >= start:
                 # The common case, kept to a tuple append and a counter (a plain tuple of
                 # Interval's shape: the engine reads it by index, and the NamedTuple's
                 # constructor would cost more than the rest of this branch).
                 # ``call`` is the outermost tool's span id: nested tools share their parent's.
-                task.intervals.append((start, max(end, start),  # type: ignore[arg-type]  # a plain tuple of Interval's shape
-                                       "tool", top, 0, attrs.get(_TOOL_NAME, "")))
+                interval = (start, max(end, start), "tool", top, 0, attrs.get(_TOOL_NAME, ""))
+                for counted in tasks:
+                    if counted.closed:
+                        continue
+                    counted.running.pending.append(interval)
+                    if top == sid:
+                        counted.counts["tool_calls"] += 1
+                    counted.maybe_fold()
                 if top == sid:
-                    task.counts["tool_calls"] += 1
                     # Tool names are code-chosen (function, executable, MCP tool): bounded.
                     name = attrs.get(_TOOL_NAME)
                     self._tool_duration.record(
                         (end - start) / 1e9,
                         {_TOOL_NAME: name} if name else None)
-                if len(task.intervals) > _MAX_INTERVALS_PER_TASK:
-                    task.intervals = _merge_per_component(task.intervals)
                 return
             if _COMPONENT in attrs or _LLM_CLIENT in attrs:
-                self._collect(task, span, attrs, top)
+                self._collect(tasks, span, attrs, top)
         except Exception:  # noqa: BLE001
             internal_error("BudgetSpanProcessor.on_end")
 
@@ -416,20 +465,13 @@ class BudgetSpanProcessor(SpanProcessor):
             if end_ns < task.start_ns:
                 warn_once("clock-backwards-task", "agent-latency: task %r ends before it "
                           "starts (the clock went backwards); its wall time is 0", task.name)
-            budget = self._finish(task, end_ns)
-            span.set_attributes(budget_attributes(budget, task.intervals))
+            budget = task.finish(end_ns)
+            span.set_attributes(budget_attributes(
+                budget, setup_saving=task.running.connection_setup_saving))
             return budget
         except Exception:  # noqa: BLE001
             internal_error("BudgetSpanProcessor.finish_task")
             return None
-
-    @staticmethod
-    def _finish(task: _OpenTask, end_ns: int) -> Budget:
-        """The task's budget, with what only this process knows: garbage-collection pauses,
-        imports and CPU samples during it."""
-        task.cpu_samples.append((_time_ns(), _cpu_ns()))
-        overlays, samples = live_overlays(task.start_ns, end_ns)
-        return task.finish(end_ns, overlays=overlays, cpu=task.cpu_samples + samples)
 
     def _open(self, task: _OpenTask) -> None:
         with self._lock:
@@ -441,8 +483,9 @@ class BudgetSpanProcessor(SpanProcessor):
         """Budget a request task candidate that saw agent work, on its ending span; once."""
         if task.budget is not None or not task.did_agent_work:
             return
-        budget = self._finish(task, _end_ns(span) or task.start_ns)
-        _set_on_ended_span(span, {**budget_attributes(budget, task.intervals),
+        budget = task.finish(_end_ns(span) or task.start_ns)
+        _set_on_ended_span(span, {**budget_attributes(
+            budget, setup_saving=task.running.connection_setup_saving),
                                   _TASK_NAME: span.name})
 
     def open_tasks(self) -> Iterator[tuple[int, str]]:
@@ -450,17 +493,26 @@ class BudgetSpanProcessor(SpanProcessor):
         with self._lock:
             return iter([(t.span_id, t.name) for t in self._tasks.values()])
 
-    def _collect(self, task: _OpenTask, span: ReadableSpan, attrs: Mapping[str, Any],
-                 top: int) -> None:
+    def _collect(self, tasks: list[_OpenTask], span: ReadableSpan,
+                 attrs: Mapping[str, Any], top: int) -> None:
         start, end = span.start_time or 0, span.end_time or 0
         if end < start:
             warn_once("clock-backwards-span", "agent-latency: span %r ends before it starts "
                       "(the clock went backwards); it counts as 0 s", span.name)
             end = start
+        nested_tool = top != span.context.span_id
         try:
-            task.add_span(attrs, start, end, top, nested_tool=top != span.context.span_id)
-        except UnknownComponentError as exc:  # counted as other by the tree
+            intervals, kind = span_intervals(attrs, start, end, top)
+        except UnknownComponentError as exc:  # counted as other, as the report does
             warn_once("unknown-component", "agent-latency: %s; the span counts as other", exc)
+            intervals, kind = [Interval(start, end, "other")], None
+        for task in tasks:
+            if task.closed:
+                continue
+            if kind is not None:
+                count_span(task.counts, kind, attrs, nested_tool=nested_tool)
+            task.running.add(intervals)
+            task.maybe_fold()
 
     def _close(self, task: _OpenTask, span: ReadableSpan) -> None:
         task.closed = True
@@ -469,16 +521,15 @@ class BudgetSpanProcessor(SpanProcessor):
             if task.open_spans > 0:
                 self._note_leaked(task.open_spans)
         if task.request and task.budget is None:
-            task.intervals = []
+            self._let_go(task)
             return  # a request without agent work: no task
         budget = task.budget
         if budget is None:
             # Ended without task() (a user span marked as a task): still record metrics.
-            budget = self._finish(task, span.end_time or task.start_ns)
-        parent = task.parent
-        if parent is not None and parent.span_id in self._tasks:
-            parent.absorb(task)
-        task.intervals = []
+            budget = task.finish(span.end_time or task.start_ns)
+        self._let_go(task)
+        for outer in task.ancestors():
+            outer.counts["subtasks"] += 1
         record = self._task_duration.record
         for component, attributes in _METRIC_ATTRIBUTES:
             record(budget.shares[component], attributes)
@@ -489,6 +540,16 @@ class BudgetSpanProcessor(SpanProcessor):
                 record_part(parts[part], attributes)
         self._task_wall_time.record(budget.wall, self._task_name_labels(task.name))
         self._task_connections.record(budget.counts.get("new_connections", 0))
+
+    def _let_go(self, task: _OpenTask) -> None:
+        """A task that is gone no longer holds back the folds of the tasks around it (spans
+        it left open count there, if they ever end, as late intervals)."""
+        if task.open_starts:
+            for outer in task.ancestors():
+                for sid in task.open_starts:
+                    outer.open_starts.pop(sid, None)
+        task.open_starts = {}
+        task.running = RunningSplit(task.start_ns)
 
     def _note_leaked(self, count: int) -> None:
         """``count`` more spans were left open by a task that is gone (lock held); sweep
@@ -541,4 +602,5 @@ class BudgetSpanProcessor(SpanProcessor):
                       self._max_open_tasks, self._max_task_age)
             del self._tasks[oldest.span_id]
             oldest.closed = True
+            self._let_go(oldest)
             self._note_leaked(oldest.open_spans + 1)  # its spans, and its own span

@@ -139,6 +139,9 @@ LLM_STREAMING: Final = "agent_latency.llm.streaming"
 LLM_OUTPUT_TOKENS_PER_SECOND: Final = "agent_latency.llm.output_tokens_per_second"
 LLM_PREFILL_TOKENS_PER_SECOND: Final = "agent_latency.llm.prefill_tokens_per_second"
 LLM_CHUNKS: Final = "agent_latency.llm.chunks"
+#: True on a call whose stream was still open when its task ended: ended there, at its last
+#: chunk read, and counted in that task.
+LLM_ABANDONED: Final = "agent_latency.llm.abandoned"
 
 SOURCE_MEASURED: Final = "measured"
 SOURCE_SERVER_REPORTED: Final = "server-reported"
@@ -192,7 +195,7 @@ METRIC_LLM_OUTPUT_TOKENS_PER_SECOND: Final = "agent_latency.llm.output_tokens_pe
 TOKENS_PER_SECOND_BUCKETS: Final = (
     1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0, 6400.0,
 )
-# Dashboards and alerts (issue 10): prefill speed per call, new connections per task, tool
+# Dashboards and alerts: prefill speed per call, new connections per task, tool
 # time by tool.  The prefill metric shares its name with the span attribute it aggregates.
 METRIC_LLM_PREFILL_TOKENS_PER_SECOND: Final = "agent_latency.llm.prefill_tokens_per_second"
 PREFILL_TOKENS_PER_SECOND_BUCKETS: Final = (
@@ -207,13 +210,17 @@ METRIC_TOOL_DURATION: Final = "agent_latency.tool.duration"
 ENV_CAPTURE_COMMAND: Final = "AGENT_LATENCY_CAPTURE_COMMAND"
 ENV_PHASE_SPANS: Final = "AGENT_LATENCY_PHASE_SPANS"
 ENV_PROPAGATE: Final = "AGENT_LATENCY_PROPAGATE"
+# When arrival times are taken from the wire: ``auto`` (a stream's first token, and the rest
+# while the client may be late), ``always``, ``off`` (hand-over times only).
+ENV_ARRIVALS: Final = "AGENT_LATENCY_ARRIVALS"
+ARRIVALS_CHOICES: Final = ("auto", "always", "off")
 ENV_OUTPUT_DIR: Final = "AGENT_LATENCY_DIR"
 ENV_SUMMARY: Final = "AGENT_LATENCY_SUMMARY"
 ENV_MAX_OPEN_TASKS: Final = "AGENT_LATENCY_MAX_OPEN_TASKS"
 ENV_TASK_MAX_AGE: Final = "AGENT_LATENCY_TASK_MAX_AGE"
 ENV_EXIT_TIMEOUT: Final = "AGENT_LATENCY_EXIT_TIMEOUT"
 
-# --- tools: processes, MCP, framework tools (issue 5) -----------------------------------
+# --- tools: processes, MCP, framework tools -----------------------------------
 TOOL_TYPE_FUNCTION: Final = "function"
 TOOL_TYPE_EXTENSION: Final = "extension"
 # Where a tool span comes from: "subprocess", "os.system", "mcp", "openai_agents", "langchain",
@@ -250,6 +257,7 @@ LLM_RETRY_ERRORS: Final = "agent_latency.llm.retry.errors"
 PROVIDER_OPENAI: Final = "openai"
 PROVIDER_ANTHROPIC: Final = "anthropic"
 PROVIDER_GCP_GEMINI: Final = "gcp.gemini"
+PROVIDER_GCP_VERTEX_AI: Final = "gcp.vertex_ai"
 # Child spans of an LLM call span, made after the fact; they carry neither
 # ``agent_latency.component`` nor ``agent_latency.llm.client`` (never counted twice).
 SPAN_NETWORK: Final = "network"
@@ -269,7 +277,7 @@ LLM_ATTEMPT_EVENT: Final = "agent_latency.llm.attempt"
 LLM_ATTEMPT_DURATION: Final = "agent_latency.llm.attempt.duration"
 HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
 
-# --- network: persistent connections, socket phases, per-task counts (issue 13) ----------
+# --- network: persistent connections, socket phases, per-task counts ----------
 # How an LLM call reached its server: "http" (one HTTP request) or "websocket" (one
 # ``response.create`` on a persistent WebSocket).
 LLM_TRANSPORT: Final = "agent_latency.llm.transport"

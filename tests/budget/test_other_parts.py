@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_latency.budget import COMPONENTS, OTHER_PARTS, Interval, other_parts, split
+from agent_latency.budget._split import RunningSplit
 
 MS = 1_000_000
 PHASES = ["tool", "prefill", "output_generation", "rtt", "client", "client_tail", "tail",
@@ -84,6 +85,31 @@ class TestInvariants:
         assert tuple(parts) == OTHER_PARTS
         assert all(v >= 0 for v in parts.values())
         assert sum(parts.values()) == other
+
+
+class TestRunning:
+    """Folded as a long task folds, the parts are the full sweep's."""
+
+    @settings(max_examples=300, deadline=None)
+    @given(intervals_st, samples_st, st.integers(1, 7))
+    def test_folded_parts_equal_the_full_sweep(self, ivs, samples, every):
+        running = RunningSplit(0)
+        ordered = sorted(ivs, key=lambda iv: iv.start)
+        times = sorted(samples)
+        for i, iv in enumerate(ordered):
+            running.add([iv])
+            if (i + 1) % every == 0 and i + 1 < len(ordered):
+                # Samples come in real time: a fold (to a time well past) has them all.
+                until = min(ordered[i + 1].start, 1_000 * MS)  # a fold never passes "now"
+                running.sample([s for s in times if s[0] < until])
+                times = [s for s in times if s[0] >= until]
+                running.fold(until)
+        running.sample(times)
+        folded = running.finish(1_000 * MS)
+        full = split(ivs, 0, 1_000 * MS, cpu=samples)
+        for part in OTHER_PARTS:
+            assert folded.other_parts[part] == pytest.approx(full.other_parts[part], abs=1e-6)
+        assert sum(folded.other_parts.values()) == folded.shares["other"]
 
 
 class TestCases:

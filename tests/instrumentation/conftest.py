@@ -13,7 +13,7 @@ from agent_latency.instrumentation.httpx import HttpxInstrumentor
 from agent_latency.instrumentation.llm import _rates
 from agent_latency.instrumentation.llm.anthropic import AnthropicInstrumentor
 from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
-from agent_latency.simulator import Simulator
+from agent_latency.simulator import SimulatorProcess
 
 
 def _instrumentors() -> list[Any]:
@@ -56,8 +56,11 @@ def setenv(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str | Non
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[Simulator]:
-    with Simulator(FAST) as server:
+def sim() -> Iterator[SimulatorProcess]:
+    # A server in its own process: one in this process would share the client's GIL, and a
+    # client busy parsing would make it write its tokens in bursts (which the wire, dated
+    # from the kernel, then rightly shows).
+    with SimulatorProcess(FAST) as server:
         yield server
 
 

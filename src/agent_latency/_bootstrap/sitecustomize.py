@@ -36,25 +36,33 @@ def _agent_latency_bootstrap() -> None:
         import sitecustomize  # type: ignore[import-not-found]  # noqa: F401 - the one we shadow, if any
     except ImportError as exc:
         if exc.name != "sitecustomize":
-            print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
-                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            _warn(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+                  f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # noqa: BLE001 - what site.py does
-        print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
-              f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        _warn(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+              f"{type(exc).__name__}: {exc}")
     finally:
         if "sitecustomize" not in sys.modules and this is not None:
             sys.modules["sitecustomize"] = this
     try:
         from agent_latency._run import bootstrap
     except ImportError as exc:
-        print(f"agent-latency: cannot import agent_latency in {sys.executable} ({exc}); "
-              "running uninstrumented", file=sys.stderr)
+        _warn(f"agent-latency: cannot import agent_latency in {sys.executable} ({exc}); "
+              "running uninstrumented")
         return
     try:
         bootstrap(json.dumps(spec))
     except Exception as exc:  # noqa: BLE001 - never stop the program
-        print(f"agent-latency: instrumentation failed ({type(exc).__name__}: {exc}); "
-              "running uninstrumented", file=sys.stderr)
+        _warn(f"agent-latency: instrumentation failed ({type(exc).__name__}: {exc}); "
+              "running uninstrumented")
+
+
+def _warn(text: str) -> None:
+    import sys
+
+    # None when stderr is closed (``2>&-``): print(file=None) would write to stdout.
+    if sys.stderr is not None:
+        print(text, file=sys.stderr)
 
 
 _agent_latency_bootstrap()

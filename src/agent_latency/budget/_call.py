@@ -119,7 +119,7 @@ def phases_to_intervals(
 
 
 def call_phases(marks: CallMarks) -> CallPhases:
-    """Split one call into phases exactly as DESIGN.md defines them.
+    """Split one call into phases exactly as docs/budget.md defines them.
 
     Marks out of order (a clock that went backwards, a first token before the request was
     sent) are clamped so every phase is >= 0 and the phases still sum to ``t_end - t_call``;

@@ -116,7 +116,6 @@ def count_span(counts: dict[str, int], kind: str, attributes: Mapping[str, Any],
         counts["new_connections"] += 1
         if tls:
             counts["tls_handshakes"] += 1
-            counts["tls_handshakes"] += 1
 
 
 def _add(counts: dict[str, int], key: str, value: int) -> None:
@@ -131,10 +130,11 @@ def connection_reuse_ratio(counts: Mapping[str, int]) -> float | None:
     return max(0.0, min(1.0, 1.0 - counts.get("new_connections", 0) / trips))
 
 
-def budget_attributes(budget: Budget,
-                      intervals: Iterable[Any] | None = None) -> dict[str, Any]:
+def budget_attributes(budget: Budget, intervals: Iterable[Any] | None = None, *,
+                      setup_saving: float | None = None) -> dict[str, Any]:
     """The ``agent_latency.budget.*`` and ``agent_latency.count.*`` attributes of a task;
-    with its ``intervals``, also the setup time a persistent connection would have saved."""
+    with its ``intervals`` (or the ``setup_saving`` already computed from them), also the
+    setup time a persistent connection would have saved."""
     attrs: dict[str, Any] = {semconv.BUDGET_WALL: budget.wall}
     for component in COMPONENTS:
         attrs[semconv.budget_share(component)] = budget.shares[component]
@@ -145,8 +145,10 @@ def budget_attributes(budget: Budget,
     ratio = connection_reuse_ratio(budget.counts)
     if ratio is not None:
         attrs[semconv.BUDGET_CONNECTION_REUSE_RATIO] = ratio
-    if intervals is not None:
-        attrs[semconv.BUDGET_CONNECTION_SETUP_SAVING] = connection_setup_saving(intervals)
+    if setup_saving is None and intervals is not None:
+        setup_saving = connection_setup_saving(intervals)
+    if setup_saving is not None:
+        attrs[semconv.BUDGET_CONNECTION_SETUP_SAVING] = setup_saving
     if (tps := budget.output_tokens_per_second) is not None:
         attrs[semconv.BUDGET_OUTPUT_TOKENS_PER_SECOND] = tps
     if (tps := budget.prefill_tokens_per_second) is not None:

@@ -4,6 +4,7 @@ the client's parts, exactly."""
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from typing import Any
 
 from ._interval import (
     COMPONENTS,
+    CONNECTION_SETUP_PHASES,
     GC,
     IDLE,
     IMPORTS,
@@ -231,6 +233,12 @@ class CpuWindows:
         arrive adds them as they come; their times go into the sweep as events of bit 0)."""
         self._values.extend(values)
 
+    def copy(self) -> CpuWindows:
+        """The same state, to sweep on without changing this one."""
+        other = CpuWindows(self._values)
+        other._last, other._free_at, other.cpu_ns = self._last, self._free_at, self.cpu_ns
+        return other
+
     def sample(self, by_mask: Mapping[int, int]) -> None:
         """The sweep met the next sample, ``by_mask`` the time up to it under each mask."""
         cpu = self._values.popleft()
@@ -294,3 +302,140 @@ def other_parts(other: float, claims: Mapping[str, float]) -> dict[str, float]:
         left -= value
     parts[IDLE] = left
     return parts
+
+
+MAX_CPU_SAMPLES = 4096
+
+
+class RunningSplit:
+    """A task's split computed as its intervals arrive, in memory that does not grow with
+    the task's length.
+
+    :meth:`add` takes intervals as spans end; :meth:`fold` is told a time before which no
+    interval is still to come (the start of the oldest span still open, or of the latest
+    one to end when none is), sweeps everything before it into per-mask totals and keeps
+    only the intervals, or their parts, after it.  :meth:`finish` sweeps what is left: the
+    same totals, in integer nanoseconds, as :func:`split` over every interval, so the same
+    budget.  An interval that arrives after its time was folded (a span that started before
+    the time it was told) counts in full in ``busy``; its folded part cannot be placed among
+    the shares any more and is counted in ``late_ns``.
+
+    The parts of ``other`` fold the same way: overlays (``gc``, ``imports``) are intervals
+    like any other (added before the fold passes them), and :meth:`sample` takes the CPU
+    samples, swept with the intervals; a sample older than the fold is dropped.
+
+    It also keeps the one what-if figure a live task reports, the setup time a persistent
+    connection would have saved (:func:`~agent_latency.budget.connection_setup_saving`).
+    """
+
+    __slots__ = ("busy_ns", "by_mask", "cpu", "first_setup", "folded_to", "late_ns",
+                 "pending", "samples", "setup_first_ns", "setup_ns", "start_ns")
+
+    def __init__(self, start_ns: int) -> None:
+        self.start_ns = start_ns
+        self.folded_to = start_ns  # everything before it is in by_mask and busy_ns
+        self.pending: list[tuple[Any, ...]] = []  # intervals (or their parts) after it
+        self.samples: list[tuple[int, int]] = []  # CPU samples after it
+        self.by_mask: dict[int, int] = {}
+        self.busy_ns = dict.fromkeys(_SINGLE_BITS, 0)
+        self.cpu = CpuWindows()
+        self.late_ns = 0
+        self.setup_ns = 0  # connection setup, every call
+        self.setup_first_ns = 0  # connection setup of the call with the first one
+        self.first_setup: tuple[int, Any] | None = None  # (start, call) of the first one
+
+    def add(self, intervals: Iterable[Interval | tuple[Any, ...]]) -> None:
+        """Intervals of a span that ended (plain tuples of :class:`Interval`'s shape too)."""
+        folded_to = self.folded_to
+        pending = self.pending
+        for iv in intervals:
+            if iv[2] in CONNECTION_SETUP_PHASES and iv[1] > iv[0]:
+                self._setup(iv)
+            if iv[0] >= folded_to:
+                pending.append(iv)
+                continue
+            s = iv[0] if iv[0] > self.start_ns else self.start_ns
+            e = iv[1] if iv[1] < folded_to else folded_to
+            if e > s:  # its folded part: busy, but no longer placeable among the shares
+                self.late_ns += e - s
+                self.busy_ns[_PHASE_BITS.get(iv[2]) or 1 << _INDEX[component_of(iv[2])]] += e - s
+            if iv[1] > folded_to:
+                pending.append((folded_to, *iv[1:]))
+
+    def sample(self, samples: Iterable[tuple[int, int]]) -> None:
+        """CPU samples ``(time ns, CPU ns)`` of the process during the task (at most
+        ``MAX_CPU_SAMPLES`` wait for a fold: past that every other one is dropped, and the
+        stretches between those left are longer; each still bounds its CPU time by its own
+        other time)."""
+        # One read a moment before the task started counts at its start, as in split().
+        start, folded_to = self.start_ns, self.folded_to
+        self.samples.extend((max(t, start), c) for t, c in samples if max(t, start) >= folded_to)
+        if len(self.samples) > MAX_CPU_SAMPLES:
+            self.samples = sorted(self.samples)[::2]
+
+    def _setup(self, iv: Interval | tuple[Any, ...]) -> None:
+        duration = iv[1] - iv[0]
+        self.setup_ns += duration
+        first = self.first_setup
+        if first is None or iv[0] < first[0]:
+            if first is None or iv[3] != first[1]:
+                # A new first call: its setup so far is what this interval brings (a call's
+                # phases arrive together, when its span ends).
+                self.setup_first_ns = 0
+            self.first_setup = (iv[0], iv[3])
+            self.setup_first_ns += duration
+        elif iv[3] == first[1]:
+            self.setup_first_ns += duration
+
+    @property
+    def connection_setup_saving(self) -> float:
+        """Seconds of connection setup after the task's first connection."""
+        return (self.setup_ns - self.setup_first_ns) * _NS
+
+    def fold(self, until_ns: int) -> None:
+        """No interval still to come starts before ``until_ns``: sweep the time before it."""
+        if until_ns <= self.folded_to:
+            return
+        keep: list[tuple[Any, ...]] = []
+        ready: list[tuple[Any, ...]] = []
+        for iv in self.pending:
+            if iv[0] >= until_ns:
+                keep.append(iv)
+                continue
+            ready.append(iv)
+            if iv[1] > until_ns:
+                keep.append((until_ns, *iv[1:]))
+        events = _events(ready, self.folded_to, until_ns, self.busy_ns)
+        samples = sorted(self.samples)
+        cut = bisect_left(samples, (until_ns,))
+        self.cpu.extend(c for _, c in samples[:cut])
+        events.extend((t, 0) for t, _ in samples[:cut])
+        _sweep(events, self.folded_to, until_ns, self.by_mask, self.cpu)
+        self.folded_to = until_ns
+        self.pending = keep
+        self.samples = samples[cut:]
+
+    def finish(self, end_ns: int, counts: Mapping[str, int] | None = None) -> Budget:
+        """The budget of ``[start_ns, end_ns]``, its parts of ``other`` measured.
+
+        A task that ends before time already folded (its end given in the past, or a span
+        of it ending on another thread while it ended) keeps the proportions of the folded
+        totals, scaled to its wall time.
+        """
+        end_ns = max(end_ns, self.start_ns)
+        wall_ns = end_ns - self.start_ns
+        by_mask = dict(self.by_mask)
+        busy_ns = dict(self.busy_ns)
+        cpu = self.cpu.copy()
+        if end_ns >= self.folded_to:
+            events = _events(self.pending, self.folded_to, end_ns, busy_ns)
+            # Samples just after the end (read a moment after it) count at its edge.
+            samples = sorted((min(t, end_ns), c) for t, c in self.samples)
+            cpu.extend(c for _, c in samples)
+            events.extend((t, 0) for t, _ in samples)
+            _sweep(events, self.folded_to, end_ns, by_mask, cpu)
+        else:
+            folded = self.folded_to - self.start_ns
+            by_mask = {m: ns * wall_ns // folded for m, ns in by_mask.items()}
+            by_mask[0] = by_mask.get(0, 0) + wall_ns - sum(by_mask.values())
+        return _budget(by_mask, busy_ns, wall_ns, counts, cpu)

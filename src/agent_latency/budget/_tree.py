@@ -16,7 +16,7 @@ from ``budget`` and this module reads ``semconv``'s LLM attribute names (through
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import chain
 from typing import Any, Protocol
 
@@ -32,9 +32,6 @@ LLM_CLIENT = semconv.LLM_CLIENT
 
 # Counts that say a task did work of its own (an LLM call or a tool).
 _OWN_WORK = ("llm_calls", "tool_calls")
-# CPU samples kept per task: past this, every other one is dropped (the stretches between
-# those left are longer; each still bounds its CPU time by its own other time).
-MAX_CPU_SAMPLES = 4096
 
 
 class TaskNode:
@@ -43,12 +40,11 @@ class TaskNode:
     ``key`` identifies the task's span (the processor's span id, the report's
     ``(trace id, span id)``); ``span`` is the report's stored span (``None`` live).
     ``overlays`` are stretches of the client's own time known from the task span itself (a
-    process task's start-up); ``cpu_samples`` the process's CPU time at moments of the task
-    (``(time ns, CPU ns)``, the live processor's, nested tasks' included once they end).
+    process task's start-up).
     """
 
-    __slots__ = ("budget", "counts", "cpu_samples", "intervals", "key", "name", "overlays",
-                 "parent", "span", "start_ns")
+    __slots__ = ("budget", "counts", "intervals", "key", "name", "overlays", "parent", "span",
+                 "start_ns")
 
     def __init__(self, key: Any, name: str, start_ns: int,
                  parent: TaskNode | None = None, span: Any = None) -> None:
@@ -60,9 +56,8 @@ class TaskNode:
         self.intervals: list[Interval] = []
         self.counts: dict[str, int] = dict.fromkeys(COUNT_NAMES, 0)
         self.budget: Budget | None = None
-        # Empty tuples until there is something (a report holds many tasks, most with none).
+        # An empty tuple until there is one (a report holds many tasks, most with none).
         self.overlays: Sequence[Interval] = ()
-        self.cpu_samples: Sequence[tuple[int, int]] = ()
 
     @property
     def did_agent_work(self) -> bool:
@@ -103,24 +98,11 @@ class TaskNode:
         for key, value in child.counts.items():
             counts[key] = counts.get(key, 0) + value
         counts["subtasks"] += 1
-        if child.cpu_samples:
-            self.cpu_samples = [*self.cpu_samples, *child.cpu_samples]
-            self.sampled()
 
-    def sampled(self) -> None:
-        """CPU samples were added: keep at most ``MAX_CPU_SAMPLES``."""
-        if len(self.cpu_samples) > MAX_CPU_SAMPLES:
-            self.cpu_samples = sorted(self.cpu_samples)[::2]
-
-    def finish(self, end_ns: int, *, overlays: Iterable[Interval] = (),
-               cpu: Iterable[tuple[int, int]] | None = None) -> Budget:
-        """Split this task's wall time (start to ``end_ns``) and remember the budget.
-
-        ``overlays`` (garbage-collection pauses, imports) and ``cpu`` (samples) are what only
-        the live process knows: given ``cpu``, the parts of ``other`` count as measured.
-        """
-        self.budget = split(chain(self.intervals, self.overlays, overlays), self.start_ns,
-                            end_ns, dict(self.counts), cpu=cpu)
+    def finish(self, end_ns: int) -> Budget:
+        """Split this task's wall time (start to ``end_ns``) and remember the budget."""
+        self.budget = split(chain(self.intervals, self.overlays), self.start_ns, end_ns,
+                            dict(self.counts))
         return self.budget
 
 

@@ -26,6 +26,7 @@ INSTRUMENTORS: dict[str, str] = {
     "langchain": "agent_latency.instrumentation.tools.langchain:LangChainInstrumentor",
     "smolagents": "agent_latency.instrumentation.tools.smolagents:SmolagentsInstrumentor",
     "minisweagent": "agent_latency.instrumentation.tools.minisweagent:MiniSweAgentInstrumentor",
+    "gevent": "agent_latency.instrumentation.tools.gevent:GeventInstrumentor",
 }
 
 
@@ -44,6 +45,7 @@ TRIGGERS: dict[str, tuple[str, ...]] = {
     "langchain": ("langchain_core",),
     "smolagents": ("smolagents",),
     "minisweagent": ("minisweagent",),
+    "gevent": ("gevent",),
 }
 
 # Bumped by cancel_pending(): hooks registered before it do nothing when they fire.

@@ -26,7 +26,7 @@ class SimulatorProcess:
     is set). A script given as a dict is written to a temporary file.
     """
 
-    __slots__ = ("_proc", "_stderr", "_tmp", "base_url", "config")
+    __slots__ = ("_proc", "_seen", "_stderr", "_tmp", "base_url", "config")
 
     def __init__(self, config: SimulatorConfig | None = None, **overrides: Any) -> None:
         cfg = (config or SimulatorConfig(port=0)).replace(**overrides)
@@ -40,6 +40,7 @@ class SimulatorProcess:
         self.config = cfg
         self._proc: subprocess.Popen[str] | None = None
         self._stderr: list[str] = []
+        self._seen = 0  # truth records before the last clear_truth()
         self.base_url = ""
 
     def start(self, timeout: float = 20.0) -> SimulatorProcess:
@@ -93,9 +94,21 @@ class SimulatorProcess:
         return "".join(self._stderr)
 
     @property
+    def port(self) -> int:
+        """The port clients connect to."""
+        return int(self.base_url.rpartition(":")[2])
+
+    @property
     def truth(self) -> list[dict[str, Any]]:
-        """Ground-truth records the child has written so far."""
+        """Ground-truth records the child has written since the last :meth:`clear_truth`."""
+        return self._records()[self._seen:]
+
+    def _records(self) -> list[dict[str, Any]]:
         path = Path(str(self.config.truth_path))
         if not path.exists():
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def clear_truth(self) -> None:
+        """Forget the records written so far (the truth file is left alone)."""
+        self._seen = len(self._records())

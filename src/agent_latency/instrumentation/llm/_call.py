@@ -12,9 +12,10 @@ from typing import Any, Protocol
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
-from ... import semconv
-from ..._env import capture_content, env_flag
-from ..._log import FAULTS, fault, internal_error
+from ... import _hooks, semconv
+from ..._env import capture_content, env_choice, env_flag
+from ..._log import FAULTS, fault, internal_error, warn_once
+from ..._scope import current_task_id
 from ..._scope import tracer as global_tracer
 from ..._version import __version__
 from ..net import Arrival, Attempt, NetPhases
@@ -67,13 +68,15 @@ class Endpoint:
 
 class Settings:
     """What an instrumentor read once, at ``instrument()`` time: where spans and metrics go,
-    whether content is captured, ``traceparent`` injected and phase spans made.
+    whether content is captured, ``traceparent`` injected, phase spans made, and when
+    arrival times are taken from the wire (``arrivals``: auto, always or off).
 
     Without an explicit ``tracer_provider`` / ``meter_provider`` the global ones are used
     as they are when each call starts (a program may set them after ``instrument()``).
     """
 
-    __slots__ = ("_instruments", "_tracer", "active", "capture", "phase_spans", "propagate")
+    __slots__ = ("_instruments", "_tracer", "active", "arrivals", "capture", "phase_spans",
+                 "propagate")
 
     def __init__(self, *, tracer_provider: Any = None, meter_provider: Any = None,
                  capture: bool | None = None, propagate: bool | None = None,
@@ -84,6 +87,7 @@ class Settings:
                           else propagate)
         self.phase_spans = (env_flag(semconv.ENV_PHASE_SPANS, True) if phase_spans is None
                             else phase_spans)
+        self.arrivals = env_choice(semconv.ENV_ARRIVALS, "auto", semconv.ARRIVALS_CHOICES)
         self._tracer = (tracer_provider.get_tracer("agent_latency", __version__)
                         if tracer_provider is not None else None)
         self._instruments = (Instruments(meter_provider) if meter_provider is not None
@@ -129,16 +133,14 @@ class Info:
 class LLMCall:
     """One model request, from the SDK method call to the end of its response."""
 
-    #: Arrival times are taken on its attempts' connections (the network layer's owner).
-    wants_arrivals = True
-
     __slots__ = (
         "__weakref__", "attempts", "capture", "chunks", "content", "context", "cpu_first",
         "end_arrival", "endpoint", "first_arrival", "first_chunk", "first_cpu", "in_next",
         "info", "is_async", "kwargs", "last_arrival",
-        "last_chunk", "lock", "meta_chunk", "model", "net", "outputs", "propagate", "provider",
+        "lock", "meta_chunk", "model", "net", "outputs", "propagate", "provider",
         "server_address", "server_port", "settings", "span", "start_ns", "state", "stream",
         "streaming", "t_call", "t_chunk", "t_first", "t_first_chunk", "t_last", "t_return",
+        "task", "wants_arrivals",
         "usage_chunk",
     )
 
@@ -155,6 +157,8 @@ class LLMCall:
         self.kwargs = kwargs
         self.streaming = streaming
         self.propagate = settings.propagate
+        # Arrival times are taken on its attempts' connections (the network layer's owner).
+        self.wants_arrivals = settings.arrivals != "off"
         self.capture = capture = settings.capture
         self.server_address, self.server_port = server
         self.attempts: list[Attempt] = []
@@ -176,13 +180,14 @@ class LLMCall:
         self.first_arrival: Arrival | None = None
         self.last_arrival: Arrival | None = None
         self.end_arrival: Arrival | None = None
-        self.last_chunk: Any = None
         self.meta_chunk: Any = None
         self.usage_chunk: Any = None
         self.content: list[str] | None = [] if capture else None
         self.info = Info()
         self.state = _OPEN
         self.lock = threading.Lock()
+        # The task it started in (its span id): the task's end ends a stream still open.
+        self.task = current_task_id()
         attrs: dict[str, Any] = {
             semconv.GEN_AI_OPERATION_NAME: endpoint.operation,
             semconv.GEN_AI_PROVIDER_NAME: self.provider,
@@ -228,11 +233,27 @@ class LLMCall:
         """A stream or an unread response was handed to the program; it ends later."""
         self.t_return = perf_counter()
         self.state = _DEFERRED
+        if self.task:
+            _hooks.hold(self.task, id(self), self.end_with_task)
+
+    def end_with_task(self) -> None:
+        """Its task ends while the program still holds the stream: the call ends here, at
+        the last chunk read, marked abandoned.  Chunks read later are noted, not counted."""
+        if self.state != _DEFERRED:
+            return
+        try:
+            self.span.set_attribute(semconv.LLM_ABANDONED, True)
+        except Exception:  # noqa: BLE001, S110 - the call still ends below
+            pass
+        self.abandon()
+        self.task = -1  # ended by its task: see _note_late
 
     def finish(self, t_end: float | None = None, error: BaseException | None = None,
                response: Any = None, stream: Any = None) -> None:
         """End the call (idempotent): compute its phases, set attributes, end the span."""
         if self.state == _DONE or not self.lock.acquire(blocking=False):
+            if self.task == -1 and stream is not None:
+                self._note_late(stream)
             return
         try:
             if FAULTS:
@@ -257,8 +278,10 @@ class LLMCall:
             except Exception:  # noqa: BLE001, S110 - already reported as llm.finish
                 pass
         finally:
+            if self.task > 0:
+                _hooks.release(self.task, id(self))
             self.kwargs = {}
-            self.first_chunk = self.last_chunk = self.meta_chunk = self.usage_chunk = None
+            self.first_chunk = self.meta_chunk = self.usage_chunk = None
             self.stream = None
             self.lock.release()
 
@@ -282,16 +305,25 @@ class LLMCall:
         self.meta_chunk, self.usage_chunk = stream.meta_chunk, stream.usage_chunk
         stream.first_chunk = stream.meta_chunk = stream.usage_chunk = None
 
+    def _note_late(self, stream: Any) -> None:
+        """The stream of a call its task ended was read on, and has now ended too."""
+        self.task = 0
+        late = getattr(stream, "chunks", 0) - self.chunks
+        if late > 0:
+            warn_once("stream-after-task", "agent-latency: a stream was read after its task "
+                      "ended (%d more chunks); the call was counted in the task up to its end, "
+                      "the rest is in no budget", late)
+
     def abandon(self, stream: Any = None) -> None:
         """The stream was garbage-collected unfinished: it ended at the last chunk taken."""
         if self.state == _DONE:
+            if self.task == -1 and stream is not None:
+                self._note_late(stream)
             return
         last = stream.t_chunk if stream is not None else self.t_chunk
         marks = [t for t in (last, self.t_return) if t is not None]
         self.finish(max(marks) if marks else None, None, None, stream)
 
-    def stream_error(self, exc: BaseException) -> None:
-        self.finish(None, exc)
 
 
 def abandon_call(call: LLMCall) -> None:

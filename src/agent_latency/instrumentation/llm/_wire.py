@@ -52,7 +52,7 @@ _pauses.PAUSES.listeners.append(_on_pause)
 def start(chunks: Any) -> None:
     """Take arrival times for ``chunks``' stream from now until its first output token."""
     call = chunks.call
-    if not call.attempts:
+    if not call.attempts or not call.wants_arrivals:
         return
     attempt = call.attempts[-1]
     following = attempt.following
@@ -67,6 +67,8 @@ def start(chunks: Any) -> None:
     chunks.read_seen, chunks.k = following.arrivals.reads, -1
     following.watch()
     chunks.cpu_at = (process_time(), thread_time(), perf_counter())
+    if call.settings.arrivals == "always":
+        chunks.busy = True
     with _lock:
         concurrent = [c for c in _open if c.call.is_async] if call.is_async else []
         _open.add(chunks)
@@ -164,7 +166,7 @@ def first_output(chunks: Any) -> None:
 def busy(chunks: Any) -> None:
     """The client may be late from now on: take arrival times for the rest of the stream."""
     try:
-        if chunks.busy and chunks.following is not None:
+        if not chunks.call.wants_arrivals or (chunks.busy and chunks.following is not None):
             return
         chunks.busy = True
         if chunks.t_first is None:

@@ -35,7 +35,6 @@ from ._invoke import Hooks, call_wrapper
 _instruments = ("google-genai >= 1.0",)
 
 #: The GenAI conventions' name for Gemini on Vertex AI (``Client(vertexai=True)``).
-_PROVIDER_VERTEX_AI = "gcp.vertex_ai"
 
 
 # -- stream chunks ----------------------------------------------------------------------------
@@ -213,7 +212,7 @@ def _request_of(streaming: bool) -> Any:
             request["max_tokens"] = _field(config, "max_output_tokens", "maxOutputTokens")
             request["temperature"] = _field(config, "temperature")
         if getattr(getattr(instance, "_api_client", None), "vertexai", False):
-            request["_provider"] = _PROVIDER_VERTEX_AI
+            request["_provider"] = semconv.PROVIDER_GCP_VERTEX_AI
         return request, streaming
 
     return request_of

@@ -25,7 +25,8 @@ _instruments = ("litellm >= 1.40",)
 
 # litellm's provider names that the GenAI conventions name differently.
 _PROVIDER_NAMES = {
-    "gemini": "gcp.gemini", "vertex_ai": "gcp.vertex_ai", "vertex_ai_beta": "gcp.vertex_ai",
+    "gemini": semconv.PROVIDER_GCP_GEMINI, "vertex_ai": semconv.PROVIDER_GCP_VERTEX_AI,
+    "vertex_ai_beta": semconv.PROVIDER_GCP_VERTEX_AI,
     "bedrock": "aws.bedrock", "azure": "azure.ai.openai", "azure_ai": "azure.ai.inference",
     "mistral": "mistral_ai", "xai": "x_ai", "cohere_chat": "cohere", "watsonx": "ibm.watsonx.ai",
 }

@@ -11,6 +11,9 @@ called from a worker thread would otherwise leave its task.  Patched here:
   thread runs under it (``Thread._bootstrap_inner`` is wrapped, so subclasses that
   override ``run`` are covered too).
 
+Under gevent's ``monkey.patch_all()`` threads are greenlets and the same patches carry the
+context into them (``instrumentation/tools/gevent.py`` covers ``gevent.spawn``).
+
 Only the OpenTelemetry context is carried (what decides a span's parent and its task), not
 every context variable.  Reference-counted: every instrumentor that needs it acquires it,
 and the patches go when the last one releases.
@@ -88,9 +91,12 @@ def _patched(wrapper: Any, original: Any) -> Any:
 
 def _apply() -> None:
     for owner, name, wrapper in _PATCHES:
-        original = owner.__dict__[name]
-        _originals.append((owner, name, original))
-        setattr(owner, name, _patched(wrapper, original))
+        # The class that defines it: after gevent's ``monkey.patch_all()``
+        # ``threading.Thread`` is gevent's subclass, which inherits ``start``.
+        defining = next(c for c in owner.__mro__ if name in c.__dict__)
+        original = defining.__dict__[name]
+        _originals.append((defining, name, original))
+        setattr(defining, name, _patched(wrapper, original))
 
 
 def _remove() -> None:
