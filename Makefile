@@ -14,6 +14,14 @@ LEGACY ?= .venv-legacy
 AIDER ?= .venv-aider
 # Arize Phoenix, the real trace backend the backend tests send to: a server with its own pins.
 PHOENIX ?= .venv-phoenix
+# Agent frameworks whose pins conflict with .venv's: google-adk (OpenTelemetry SDK <= 1.44,
+# google-genai < 3), AutoGen (protobuf 5.29), Strands (openai < 3, mcp < 2.2), LlamaIndex's
+# OpenAI client (openai < 3), CrewAI (pydantic < 2.13, mcp < 2, openai < 3), Semantic Kernel
+# (pydantic < 2.14, mcp 1.x).
+FRAMEWORKS ?= .venv-frameworks
+FRAMEWORK_PINS ?= "google-adk>=2,<3" "autogen-agentchat>=0.7,<0.8" "autogen-ext[openai]>=0.7,<0.8" \
+	"strands-agents[openai]>=1.60,<2" "llama-index-core>=0.14,<0.15" "llama-index-llms-openai>=0.6" \
+	"crewai>=1.10,<2" "semantic-kernel>=1.40,<2"
 PYTEST_ARGS ?=
 # Where make docs-check builds the site (ignored by git).
 DOCS_SITE ?= site
@@ -81,6 +89,15 @@ $(AIDER)/.test-installed: pyproject.toml
 	$(AIDER)/bin/python -m pip install -q -e . pytest
 	touch $@
 
+# The frameworks with their own pins, plus this project without extras (what `agent-latency
+# run` needs in the interpreter it instruments); tests/acceptance/test_function_tools.py finds
+# it through AGENT_LATENCY_FRAMEWORKS_PYTHON.
+$(FRAMEWORKS)/.test-installed: pyproject.toml
+	$(PYTHON) -m venv $(FRAMEWORKS)
+	$(FRAMEWORKS)/bin/python -m pip install -q --upgrade pip
+	$(FRAMEWORKS)/bin/python -m pip install -q $(FRAMEWORK_PINS) -e .
+	touch $@
+
 $(PHOENIX)/.test-installed: pyproject.toml
 	$(PYTHON) -m venv $(PHOENIX)
 	$(PHOENIX)/bin/python -m pip install -q --upgrade pip
@@ -134,7 +151,7 @@ system-packages:
 	fi
 
 test: system-packages servers $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed \
-      $(PHOENIX)/.test-installed pythons
+      $(FRAMEWORKS)/.test-installed $(PHOENIX)/.test-installed pythons
 	$(MAKE) lint typecheck test-current test-legacy docs-check
 
 # The rule set is [tool.ruff.lint] in pyproject.toml; checks only, never reformats.
@@ -149,6 +166,7 @@ typecheck: $(VENV)/.test-installed
 test-current: $(VENV)/.test-installed servers
 	AGENT_LATENCY_SERVERS=$(abspath $(SERVERS_BIN)) \
 	AGENT_LATENCY_AIDER_PYTHON=$(abspath $(AIDER))/bin/python \
+	AGENT_LATENCY_FRAMEWORKS_PYTHON=$(abspath $(FRAMEWORKS))/bin/python \
 	AGENT_LATENCY_PHOENIX=$(abspath $(PHOENIX))/bin/phoenix \
 	  $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
@@ -170,5 +188,5 @@ bench: $(VENV)/.test-installed
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || echo "($$b exited $$?)"; done
 
 clean:
-	rm -rf $(VENV) $(LEGACY) $(AIDER) .venv-py3* .servers .pytest_cache .hypothesis .agent-latency \
-	  $(DOCS_SITE)
+	rm -rf $(VENV) $(LEGACY) $(AIDER) $(FRAMEWORKS) .venv-py3* .servers .pytest_cache .hypothesis \
+	  .agent-latency $(DOCS_SITE)

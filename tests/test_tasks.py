@@ -321,3 +321,73 @@ class TestNestedTools:
         span = otel.span("invoke_agent n")
         assert span.attributes[semconv.budget_count("tool_calls")] == 2
         assert otel.processor._in_tool == {}
+
+
+class TestFrameworkToolSpans:
+    """Any instrumentation's GenAI tool span (``gen_ai.operation.name = execute_tool``) is
+    tool time and one tool call, counted once with ours inside or around it."""
+
+    def _framework_tool(self, name: str, *, attributes_at_end: bool = False):
+        """A tool span as google-adk (conventions' attributes set as it ends) or AutoGen and
+        Strands (set as it starts) make it, on a tracer of their own."""
+        attributes = {semconv.GEN_AI_OPERATION_NAME: "execute_tool",
+                      semconv.GEN_AI_TOOL_NAME: name, semconv.GEN_AI_TOOL_TYPE: "function",
+                      semconv.GEN_AI_TOOL_CALL_ID: "call_1"}
+        tracer = trace.get_tracer("some.framework")
+        if not attributes_at_end:
+            return tracer.start_as_current_span(f"execute_tool {name}", attributes=attributes)
+
+        class _LateAttributes:
+            def __enter__(self):
+                self._cm = tracer.start_as_current_span(f"execute_tool {name}")
+                self.span = self._cm.__enter__()
+                return self.span
+
+            def __exit__(self, *exc):
+                self.span.set_attributes(attributes)
+                return self._cm.__exit__(*exc)
+
+        return _LateAttributes()
+
+    @pytest.mark.parametrize("attributes_at_end", [False, True], ids=["start", "end"])
+    def test_a_framework_tool_is_tool_time(self, otel, attributes_at_end):
+        with agent_latency.task("t"):
+            with self._framework_tool("lookup", attributes_at_end=attributes_at_end):
+                time.sleep(0.05)
+            time.sleep(0.02)
+        span = otel.span("invoke_agent t")
+        a = span.attributes
+        assert a[semconv.budget_count("tool_calls")] == 1
+        tool = otel.span("execute_tool lookup")
+        assert a[semconv.budget_share(semconv.TOOL_EXECUTION)] == pytest.approx(
+            (tool.end_time - tool.start_time) / 1e9, abs=1e-6)
+        assert_sums_to_wall(span)
+        points = otel.metric_points(semconv.METRIC_TOOL_DURATION)
+        assert [p.attributes.get(semconv.GEN_AI_TOOL_NAME) for p in points] == ["lookup"]
+
+    @pytest.mark.parametrize("attributes_at_end", [False, True], ids=["start", "end"])
+    def test_ours_inside_a_frameworks_is_one_call(self, otel, attributes_at_end):
+        with agent_latency.task("t"):
+            with self._framework_tool("run_shell", attributes_at_end=attributes_at_end):
+                with agent_latency.tool("pytest"):
+                    time.sleep(0.01)
+        span = otel.span("invoke_agent t")
+        assert span.attributes[semconv.budget_count("tool_calls")] == 1
+        assert otel.processor._in_tool == {}
+
+    def test_a_frameworks_inside_ours_is_one_call(self, otel):
+        with agent_latency.task("t"):
+            with agent_latency.tool("lookup"), self._framework_tool("lookup"):
+                time.sleep(0.01)
+        span = otel.span("invoke_agent t")
+        assert span.attributes[semconv.budget_count("tool_calls")] == 1
+
+    def test_other_genai_operations_do_not_count(self, otel):
+        with agent_latency.task("t"):
+            with trace.get_tracer("f").start_as_current_span(
+                    "invoke_agent helper", attributes={
+                        semconv.GEN_AI_OPERATION_NAME: "invoke_agent"}):
+                time.sleep(0.01)
+        a = otel.span("invoke_agent t").attributes
+        assert a[semconv.budget_count("tool_calls")] == 0
+        assert a[semconv.budget_share(semconv.TOOL_EXECUTION)] == 0

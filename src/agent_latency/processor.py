@@ -42,7 +42,13 @@ from ._sdk import span_name as _span_name
 from ._sdk import span_parent as _span_parent
 from ._sdk import start_ns as _start_ns
 from .budget import COMPONENTS, OTHER_PARTS, Budget, Interval, UnknownComponentError
-from .budget._spans import budget_attributes, count_span, span_intervals, startup_overlay
+from .budget._spans import (
+    budget_attributes,
+    count_span,
+    is_tool,
+    span_intervals,
+    startup_overlay,
+)
 from .budget._split import RunningSplit
 from .budget._tree import TaskNode
 
@@ -82,6 +88,11 @@ _TASK_NAME = semconv.TASK_NAME
 _COMPONENT = semconv.COMPONENT
 _TOOL_EXECUTION = semconv.TOOL_EXECUTION
 _TOOL_NAME = semconv.GEN_AI_TOOL_NAME
+_OPERATION = semconv.GEN_AI_OPERATION_NAME
+_EXECUTE_TOOL = semconv.OPERATION_EXECUTE_TOOL
+# The conventions' tool span name: ``execute_tool {gen_ai.tool.name}``.
+_TOOL_SPAN_PREFIX = semconv.OPERATION_EXECUTE_TOOL + " "
+_TOOL_SOURCE = semconv.TOOL_SOURCE
 _LLM_CLIENT = semconv.LLM_CLIENT
 _SERVER = SpanKind.SERVER
 _PROCESS = semconv.PROCESS_TASK
@@ -241,6 +252,24 @@ def _set_on_ended_span(span: Any, attributes: Mapping[str, Any]) -> bool:
     return True
 
 
+def _starts_tool(span: Span, attrs: Mapping[str, Any] | None) -> bool:
+    """Whether a span that just started is a tool run, as far as its start tells.
+
+    Other instrumentations may set the conventions' attributes only as the span ends
+    (google-adk does): its name, ``execute_tool {tool}``, says it at the start, so a tool of
+    ours run inside it (a process, an MCP call) is nested in it, not another tool call.
+    """
+    if attrs:
+        component = attrs.get(_COMPONENT)
+        if component is not None:
+            return component == _TOOL_EXECUTION
+        if _TOOL_SOURCE in attrs:
+            return False
+        if attrs.get(_OPERATION) == _EXECUTE_TOOL:
+            return True
+    return _span_name(span).startswith(_TOOL_SPAN_PREFIX)
+
+
 def _call_if_alive(method: weakref.WeakMethod[Any]) -> None:
     bound = method()
     if bound is not None:
@@ -360,7 +389,7 @@ class BudgetSpanProcessor(SpanProcessor):
             top = self._in_tool.get(parent.span_id)
             if top is not None:
                 self._in_tool[sid] = top
-            elif attrs and attrs.get(_COMPONENT) == _TOOL_EXECUTION:
+            elif _starts_tool(span, attrs):
                 self._in_tool[sid] = sid
             if len(owner_map) > _MAX_OPEN_SPANS:
                 self._sweep()
@@ -411,7 +440,9 @@ class BudgetSpanProcessor(SpanProcessor):
                     counted.last_start = start
             if not attrs:
                 return
-            if attrs.get(_COMPONENT) == _TOOL_EXECUTION and end >= start:
+            component = attrs.get(_COMPONENT)
+            tool = component == _TOOL_EXECUTION or (component is None and is_tool(attrs))
+            if tool and end >= start:
                 # The common case, kept to a tuple append and a counter (a plain tuple of
                 # Interval's shape: the engine reads it by index, and the NamedTuple's
                 # constructor would cost more than the rest of this branch).
@@ -431,7 +462,7 @@ class BudgetSpanProcessor(SpanProcessor):
                         (end - start) / 1e9,
                         {_TOOL_NAME: name} if name else None)
                 return
-            if _COMPONENT in attrs or _LLM_CLIENT in attrs:
+            if component is not None or tool or _LLM_CLIENT in attrs:
                 self._collect(tasks, span, attrs, top)
         except Exception:  # noqa: BLE001
             internal_error("BudgetSpanProcessor.on_end")

@@ -211,9 +211,10 @@ ENV_CAPTURE_COMMAND: Final = "AGENT_LATENCY_CAPTURE_COMMAND"
 ENV_PHASE_SPANS: Final = "AGENT_LATENCY_PHASE_SPANS"
 ENV_PROPAGATE: Final = "AGENT_LATENCY_PROPAGATE"
 # When arrival times are taken from the wire: ``auto`` (a stream's first token, and the rest
-# while the client may be late), ``always``, ``off`` (hand-over times only).
+# while the client may be late), ``always``, ``first`` (the first token only), ``off``
+# (hand-over times only).
 ENV_ARRIVALS: Final = "AGENT_LATENCY_ARRIVALS"
-ARRIVALS_CHOICES: Final = ("auto", "always", "off")
+ARRIVALS_CHOICES: Final = ("auto", "always", "first", "off")
 ENV_OUTPUT_DIR: Final = "AGENT_LATENCY_DIR"
 ENV_SUMMARY: Final = "AGENT_LATENCY_SUMMARY"
 ENV_MAX_OPEN_TASKS: Final = "AGENT_LATENCY_MAX_OPEN_TASKS"

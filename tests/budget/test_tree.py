@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from agent_latency import semconv
 from agent_latency.budget import COMPONENTS, COUNT_NAMES
+from agent_latency.budget._spans import is_tool
 from agent_latency.budget._tree import TaskNode, assemble
 from agent_latency.report._read import StoredSpan as Span  # the record assemble() reads
 
@@ -22,7 +23,10 @@ def _llm(**phases: float) -> dict[str, Any]:
     return attrs
 
 
-KINDS = ("task", "tool", "llm", "plain", "network")
+KINDS = ("task", "tool", "framework_tool", "llm", "plain", "network")
+# A tool span of another instrumentation (google-adk, AutoGen, Strands): the GenAI
+# conventions' attributes and none of ours.
+FRAMEWORK_TOOL = {semconv.GEN_AI_OPERATION_NAME: "execute_tool", semconv.GEN_AI_TOOL_NAME: "f"}
 
 
 @st.composite
@@ -40,6 +44,8 @@ def traces(draw: Any) -> list[Span]:
             attrs[semconv.TASK_NAME] = f"task{i}"
         elif kind == "tool":
             attrs = {semconv.COMPONENT: semconv.TOOL_EXECUTION, semconv.GEN_AI_TOOL_NAME: "t"}
+        elif kind == "framework_tool":
+            attrs = dict(FRAMEWORK_TOOL)
         elif kind == "llm":
             d = (end - start) / 1e9
             attrs = _llm(client=d * 0.1, rtt=d * 0.2, prefill=d * 0.3, output_generation=d * 0.4)
@@ -98,7 +104,7 @@ class TestTreeInvariants:
             while parent is not None:
                 if parent.span_id in nodes:
                     return nodes[parent.span_id], top
-                if parent.attributes.get(semconv.COMPONENT) == semconv.TOOL_EXECUTION:
+                if is_tool(parent.attributes):
                     top = parent
                 parent = by_key.get(("t", parent.parent_id))
             return None, top
@@ -145,6 +151,60 @@ class TestTreeCases:
         (task,), _ = assemble(spans)
         assert task.counts["tool_calls"] == 1
         assert {iv.call for iv in task.intervals} == {2}
+
+    def test_the_outermost_of_our_tool_and_a_frameworks_counts(self) -> None:
+        """Either way round, a framework's tool span and ours around the same run (or a
+        process it starts) are one tool call of tool time."""
+        ours = {semconv.COMPONENT: semconv.TOOL_EXECUTION, semconv.TOOL_SOURCE: "pydantic_ai"}
+        for outer, inner in ((FRAMEWORK_TOOL, ours), (ours, FRAMEWORK_TOOL)):
+            spans = [Span("t", "1", "", "task", 0, 100, {semconv.TASK_NAME: "x"}),
+                     Span("t", "2", "1", "outer", 10, 60, outer),
+                     Span("t", "3", "2", "inner", 11, 59, inner)]
+            (task,), _ = assemble(spans)
+            assert task.counts["tool_calls"] == 1
+            assert task.budget is not None
+            assert task.budget.shares["tool_execution"] == pytest.approx(50e-9)
+            assert {iv.call for iv in task.intervals} == {2}
+
+    def test_a_framework_tool_span_is_a_named_tool_call(self) -> None:
+        spans = [Span("t", "1", "", "task", 0, 100, {semconv.TASK_NAME: "x"}),
+                 Span("t", "2", "1", "execute_tool lookup", 10, 30,
+                      {**FRAMEWORK_TOOL, semconv.GEN_AI_TOOL_NAME: "lookup"}),
+                 Span("t", "3", "1", "execute_tool lookup", 40, 60, FRAMEWORK_TOOL)]
+        (task,), _ = assemble(spans)
+        assert task.counts["tool_calls"] == 2
+        assert task.budget is not None
+        assert task.budget.shares["tool_execution"] == pytest.approx(40e-9)
+        assert [iv.name for iv in task.intervals] == ["lookup", "f"]
+
+    def test_spans_that_only_look_like_tools_are_not_counted(self) -> None:
+        """Our own span that counts through its children (an MCP call split into transport
+        and server time), google-adk's record of merged parallel calls, another operation."""
+        mcp = {**FRAMEWORK_TOOL, semconv.TOOL_SOURCE: "mcp"}
+        merged = {**FRAMEWORK_TOOL, semconv.GEN_AI_TOOL_NAME: "(merged tools)"}
+        chat = {semconv.GEN_AI_OPERATION_NAME: "chat"}
+        spans = [Span("t", "1", "", "task", 0, 100, {semconv.TASK_NAME: "x"}),
+                 Span("t", "2", "1", "execute_tool search", 10, 60, mcp),
+                 Span("t", "3", "2", "mcp transport", 10, 20,
+                      {semconv.COMPONENT: "network"}),
+                 Span("t", "4", "2", "mcp server", 20, 60,
+                      {semconv.COMPONENT: semconv.TOOL_EXECUTION}),
+                 Span("t", "5", "1", "execute_tool (merged)", 60, 61, merged),
+                 Span("t", "6", "1", "chat", 70, 80, chat)]
+        (task,), _ = assemble(spans)
+        assert task.counts["tool_calls"] == 1
+        assert task.budget is not None
+        assert task.budget.shares["tool_execution"] == pytest.approx(40e-9)
+        assert task.budget.shares["network_overhead"] == pytest.approx(10e-9)
+
+    def test_a_connection_setup_counts_one_tls_handshake(self) -> None:
+        setup = {semconv.COMPONENT: semconv.NETWORK_OVERHEAD, semconv.NET_UPGRADE: 0.001,
+                 semconv.LLM_CONNECT: 0.001, semconv.LLM_TLS: 0.002}
+        spans = [Span("t", "1", "", "task", 0, 10**7, {semconv.TASK_NAME: "x"}),
+                 Span("t", "2", "1", "connect", 0, 5 * 10**6, setup)]
+        (task,), _ = assemble(spans)
+        assert task.counts["new_connections"] == 1
+        assert task.counts["tls_handshakes"] == 1
 
     def test_unknown_component_is_other_and_a_problem(self) -> None:
         spans = [Span("t", "1", "", "task", 0, 100, {semconv.TASK_NAME: "x"}),

@@ -128,6 +128,46 @@ class TestMessages:
         assert task.attributes[semconv.budget_count("llm_calls")] == 1
 
 
+class TestRefusedBeforeSending:
+    """A request the SDK refuses before any HTTP attempt (anthropic's "Streaming is required"
+    — "… strongly recommended" before 1.0 — for a non-streamed max_tokens over ~21,000) is no
+    LLM call: an error span with no attempts and no phases, counted nowhere, its time the
+    client's."""
+
+    def test_no_llm_call_no_round_trip(self, otel, client, sim):
+        served = len(sim.truth)
+        with agent_latency.task("t"):
+            with pytest.raises(ValueError, match="Streaming is"):
+                client.messages.create(model="sim-c", max_tokens=64000, messages=MESSAGES)
+        assert llm_spans(otel) == []
+        (span,) = [s for s in otel.spans() if s.name == "chat sim-c"]
+        a = span.attributes
+        assert a[semconv.LLM_ATTEMPTS] == 0
+        assert a[semconv.ERROR_TYPE] == "ValueError"
+        assert span.status.status_code.name == "ERROR"
+        assert not any(attr in a for attr, _, _ in semconv.LLM_PHASES)
+        task = otel.span("invoke_agent t").attributes
+        for count in ("llm_calls", "http_round_trips", "round_trips"):
+            assert task[semconv.budget_count(count)] == 0, count
+        assert task[semconv.budget_share(semconv.PREFILL)] == 0
+        assert task[semconv.budget_share(semconv.OTHER)] == task[semconv.BUDGET_WALL]
+        assert len(sim.truth) == served  # the server saw nothing
+
+    async def test_async_then_streamed_is_one_call(self, otel, aclient, sim):
+        """What pydantic-ai does: the refused request, then the same one streamed."""
+        with agent_latency.task("t"):
+            with pytest.raises(ValueError, match="Streaming is"):
+                await aclient.messages.create(model="sim-c", max_tokens=64000,
+                                              messages=MESSAGES)
+            async for _ in await aclient.messages.create(
+                    model="sim-c", max_tokens=64000, messages=MESSAGES, stream=True):
+                pass
+        assert len(llm_spans(otel)) == 1
+        task = otel.span("invoke_agent t").attributes
+        assert task[semconv.budget_count("llm_calls")] == 1
+        assert task[semconv.budget_count("http_round_trips")] == 1
+
+
 class TestMoreWays:
     """Anthropic paths beyond create/stream: parse, streaming responses, content capture."""
 

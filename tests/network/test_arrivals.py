@@ -54,15 +54,20 @@ def within(t: float, window: tuple[float, float]) -> bool:
 class TestEventEnds:
     """Where SSE events end in the bytes a client reads, whatever the reads' boundaries."""
 
-    def ends(self, *blocks: bytes) -> list[int]:
+    def events(self, *blocks: bytes) -> list[tuple[int, bytes]]:
         a = Arrivals.__new__(Arrivals)
         a.carry = (False, False, b"")
-        out: list[int] = []
+        a.classify = bool  # keep the events' bytes
+        a.partial = b""
+        out: list[tuple[int, bytes]] = []
         base = 0
         for block in blocks:
-            out += [base + end for end in a._event_ends(block)]
+            out += [(base + end, event) for end, event in a._events(block)]
             base += len(block)
         return out
+
+    def ends(self, *blocks: bytes) -> list[int]:
+        return [end for end, _ in self.events(*blocks)]
 
     def test_events_in_one_block(self) -> None:
         data = event(1) + event(2)
@@ -86,7 +91,7 @@ class TestEventEnds:
 
     def test_an_event_across_three_reads(self) -> None:
         data = event(12345)
-        assert self.ends(data[:5], data[5:12], data[12:]) == [len(data)]
+        assert self.events(data[:5], data[5:12], data[12:]) == [(len(data), data)]
 
 
 class TestKernelStamps:

@@ -18,3 +18,22 @@ def subprocess_spans(otel) -> Iterator[object]:  # type: ignore[no-untyped-def]
     finally:
         instrumentor.uninstrument()
 
+
+
+@pytest.fixture
+def instrumented(otel) -> Iterator[object]:  # type: ignore[no-untyped-def]
+    """``instrumented(*instrumentors)``: the in-memory SDK with these instrumentors applied
+    for the test (removed, last first, at its end)."""
+    applied: list[object] = []
+
+    def apply(*instrumentors: object) -> object:
+        for instrumentor in instrumentors:
+            instrumentor.instrument()  # type: ignore[attr-defined]
+            applied.append(instrumentor)
+        return otel
+
+    try:
+        yield apply
+    finally:
+        for instrumentor in reversed(applied):
+            instrumentor.uninstrument()  # type: ignore[attr-defined]

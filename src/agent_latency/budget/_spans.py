@@ -28,7 +28,33 @@ _SETUP_PHASES = ((semconv.NET_CLIENT, "client"), (semconv.LLM_DNS, "dns"),
                  (semconv.LLM_CONNECT, "connect"),
                  (semconv.LLM_TLS, "tls"), (semconv.NET_UPGRADE, "upgrade"))
 
-#: Per-task network counts beyond the ones every task has always had.
+_COMPONENT = semconv.COMPONENT
+_TOOL_EXECUTION = semconv.TOOL_EXECUTION
+_OPERATION = semconv.GEN_AI_OPERATION_NAME
+_EXECUTE_TOOL = semconv.OPERATION_EXECUTE_TOOL
+_TOOL_NAME = semconv.GEN_AI_TOOL_NAME
+_TOOL_SOURCE = semconv.TOOL_SOURCE
+# google-adk's record of parallel tool calls: a span laid after them (not around them) that
+# carries the tool conventions' attributes under this placeholder name; each call has its
+# own execute_tool span.
+_MERGED_TOOLS = "(merged tools)"
+
+
+def is_tool(attributes: Mapping[str, Any]) -> bool:
+    """Whether a span is a tool run: ours (``agent_latency.component = tool_execution``) or
+    any instrumentation's that follows the GenAI conventions for a tool
+    (``gen_ai.operation.name = execute_tool``: google-adk, AutoGen, Strands, pydantic-ai's own
+    instrumentation …).
+
+    Our own spans say how they count with ``agent_latency.component``; one of ours without
+    it (an MCP call split into transport and server time by its children) counts through its
+    children, never as a whole.
+    """
+    component = attributes.get(_COMPONENT)
+    if component is not None:
+        return component == _TOOL_EXECUTION
+    return (attributes.get(_OPERATION) == _EXECUTE_TOOL and _TOOL_SOURCE not in attributes
+            and attributes.get(_TOOL_NAME) != _MERGED_TOOLS)
 
 
 def span_intervals(
@@ -39,8 +65,9 @@ def span_intervals(
     The kind is ``"llm"`` for an LLM call (phases from its ``agent_latency.llm.*``
     attributes laid end to end from the span start), ``"tool"`` for a tool span, another
     component name for a span marked with ``agent_latency.component``, or ``None`` when the
-    span does not count.  Shared with the offline report, so a stored trace gives the same
-    budget as the live processor.
+    span does not count.  A tool span of another instrumentation (:func:`is_tool`) is a tool.
+    Shared with the offline report, so a stored trace gives the same budget as the live
+    processor.
     """
     if semconv.LLM_CLIENT in attributes:
         phases = [(phase, float(attributes.get(attr) or 0.0)) for attr, phase in _LLM_PHASES]
@@ -57,7 +84,9 @@ def span_intervals(
         return intervals, "llm"
     component = attributes.get(semconv.COMPONENT)
     if component is None:
-        return [], None
+        if not is_tool(attributes):
+            return [], None
+        component = semconv.TOOL_EXECUTION
     if component == semconv.NETWORK_OVERHEAD and semconv.NET_UPGRADE in attributes:
         phases = [(phase, float(attributes.get(attr) or 0.0)) for attr, phase in _SETUP_PHASES]
         name = str(attributes.get(semconv.SERVER_ADDRESS, ""))

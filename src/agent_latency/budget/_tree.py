@@ -21,8 +21,8 @@ from itertools import chain
 from typing import Any, Protocol
 
 from .. import semconv
-from ._interval import COMPONENTS, COUNT_NAMES, TOOL_EXECUTION, Interval, UnknownComponentError
-from ._spans import adopt_other_parts, count_span, span_intervals, startup_overlay
+from ._interval import COMPONENTS, COUNT_NAMES, Interval, UnknownComponentError
+from ._spans import adopt_other_parts, count_span, is_tool, span_intervals, startup_overlay
 from ._split import Budget, split
 
 TASK_NAME = semconv.TASK_NAME
@@ -160,7 +160,7 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
             tasks[key].parent = owner
             continue
         if owner is None:
-            if LLM_CLIENT in attributes or COMPONENT in attributes:
+            if LLM_CLIENT in attributes or COMPONENT in attributes or is_tool(attributes):
                 orphans += 1
             continue
         try:
@@ -247,7 +247,7 @@ def _through(span: SpanRecord, above: tuple[TaskNode | None, SpanRecord | None],
              ) -> tuple[TaskNode | None, SpanRecord | None]:
     """What lies above ``span``'s child, given what lies above ``span``."""
     task, outer = above
-    if outer is None and span.attributes.get(COMPONENT) == TOOL_EXECUTION:
+    if outer is None and is_tool(span.attributes):
         outer = span
     return task, outer
 

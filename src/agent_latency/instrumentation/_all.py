@@ -27,6 +27,12 @@ INSTRUMENTORS: dict[str, str] = {
     "smolagents": "agent_latency.instrumentation.tools.smolagents:SmolagentsInstrumentor",
     "minisweagent": "agent_latency.instrumentation.tools.minisweagent:MiniSweAgentInstrumentor",
     "gevent": "agent_latency.instrumentation.tools.gevent:GeventInstrumentor",
+    "pydantic_ai": "agent_latency.instrumentation.tools.pydantic_ai:PydanticAIInstrumentor",
+    "dspy": "agent_latency.instrumentation.tools.dspy:DSPyInstrumentor",
+    "agno": "agent_latency.instrumentation.tools.agno:AgnoInstrumentor",
+    "llama_index": "agent_latency.instrumentation.tools.llama_index:LlamaIndexInstrumentor",
+    "crewai": "agent_latency.instrumentation.tools.crewai:CrewAIInstrumentor",
+    "haystack": "agent_latency.instrumentation.tools.haystack:HaystackInstrumentor",
 }
 
 
@@ -46,6 +52,12 @@ TRIGGERS: dict[str, tuple[str, ...]] = {
     "smolagents": ("smolagents",),
     "minisweagent": ("minisweagent",),
     "gevent": ("gevent",),
+    "pydantic_ai": ("pydantic_ai",),
+    "dspy": ("dspy",),
+    "agno": ("agno",),
+    "llama_index": ("llama_index.core",),
+    "crewai": ("crewai",),
+    "haystack": ("haystack",),
 }
 
 # Bumped by cancel_pending(): hooks registered before it do nothing when they fire.

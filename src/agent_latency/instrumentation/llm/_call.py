@@ -21,6 +21,7 @@ from ..._version import __version__
 from ..net import Arrival, Attempt, NetPhases
 from . import _wire
 from ._instruments import Instruments, global_instruments
+from ._output_events import is_output_event
 
 # How the call ends; ``deferred`` means a stream or an unread response was handed out.
 _OPEN, _DEFERRED, _DONE = 0, 1, 2
@@ -132,6 +133,9 @@ class Info:
 
 class LLMCall:
     """One model request, from the SDK method call to the end of its response."""
+
+    #: Which of a response's events carry output, read from the wire's bytes.
+    classify_event = staticmethod(is_output_event)
 
     __slots__ = (
         "__weakref__", "attempts", "capture", "chunks", "content", "context", "cpu_first",

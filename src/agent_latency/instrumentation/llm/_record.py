@@ -105,6 +105,9 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
     except Exception:  # noqa: BLE001 - odd shapes must not lose the span
         internal_error("llm.extract")
     t_end = max(t_end, call.t_call)
+    if error is not None and not call.attempts and call.net.t_first is None:
+        _never_sent(call, t_end, error)
+        return
     phases, _rtt, rtt_source, reused = compute_phases(call, t_end)
     measured_stream = call.t_first is not None
     if not measured_stream and endpoint.operation == semconv.OPERATION_CHAT and error is None:
@@ -178,21 +181,36 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
     if call.capture:
         _content_attributes(call, attrs)
     if error is not None:
-        err_type = type(error).__qualname__
-        attrs[semconv.ERROR_TYPE] = err_type
-        # An SDK's message can hold prompt text or the URL with its credentials: only
-        # with content capture on (the type, error.type, always).
-        span.set_status(Status(StatusCode.ERROR, error_description(error, call.capture)))
-        if not isinstance(error, (GeneratorExit,)):
-            if call.capture:
-                span.record_exception(error)
-            else:
-                span.add_event("exception", {"exception.type": err_type})
+        attrs[semconv.ERROR_TYPE] = type(error).__qualname__
+        _error_status(call, error)
     span.set_attributes(attrs)
     if call.settings.phase_spans:
         _phase_spans(call, phases, end_ns)
     span.end(end_time=end_ns)
     _metrics(call, duration, phases, attrs, error, per_chunk)
+
+
+def _never_sent(call: LLMCall, t_end: float, error: BaseException) -> None:
+    """The SDK raised before any HTTP attempt reached the network (it refused the request,
+    say anthropic's "Streaming is required"): not an LLM call.  The span stays, as the
+    failed operation, with no phases and no attempts, so no count and no budget component
+    but the client's (other) includes it, and no metric records it."""
+    _error_status(call, error)
+    call.span.set_attributes({semconv.LLM_ATTEMPTS: 0, semconv.ERROR_TYPE:
+                              type(error).__qualname__})
+    call.span.end(end_time=call.start_ns + round((t_end - call.t_call) * 1e9))
+
+
+def _error_status(call: LLMCall, error: BaseException) -> None:
+    span = call.span
+    # An SDK's message can hold prompt text or the URL with its credentials: only with
+    # content capture on (the type, error.type, always).
+    span.set_status(Status(StatusCode.ERROR, error_description(error, call.capture)))
+    if not isinstance(error, GeneratorExit):
+        if call.capture:
+            span.record_exception(error)
+        else:
+            span.add_event("exception", {"exception.type": type(error).__qualname__})
 
 
 def _arrival_attributes(attrs: dict[str, Any], arrival: Any, source: str, bound: str) -> None:

@@ -48,11 +48,10 @@ def _sdk_next(wrapped: Any, name: str) -> Any:
     return getattr(wrapped, name)
 
 
-_CHUNK_SLOTS = ("__weakref__", "busy", "call", "chunks", "content", "counted", "cpu_at",
-                "cpu_first", "first_chunk", "first_chunk_ref", "first_cpu", "first_ref",
-                "following", "in_next", "k", "last_ref", "meta_chunk", "next", "observe", "outputs",
-                "plain_next", "read_seen", "ref", "t_chunk", "t_first", "t_first_chunk", "t_last",
-                "usage_chunk")
+_CHUNK_SLOTS = ("__weakref__", "busy", "call", "chunks", "content", "cpu_at", "cpu_first",
+                "first_arrivals", "first_chunk", "first_cpu", "following", "in_next", "meta_chunk",
+                "next", "observe", "outputs", "plain_next", "t_chunk", "t_first", "t_first_chunk",
+                "t_last", "usage_chunk")
 
 
 class _Chunks:
@@ -91,15 +90,10 @@ class _Chunks:
         # Arrival times (``_wire``): taken until the first output token, and after it while
         # the client may be late.
         self.following: Any = None
+        self.first_arrivals: Any = None  # the first token's window's arrival times
         self.busy = False
-        self.ref = self.first_ref = self.last_ref = self.first_chunk_ref = None
-        self.read_seen = self.k = self.counted = 0
         self.cpu_at: Any = None
         call.stream = weakref.ref(self)
-
-    def precise(self, fetch: Any) -> Any:
-        """``fetch`` with each chunk matched to its event on the wire."""
-        raise NotImplementedError
 
     def first_output(self) -> None:
         """The first output token was handed over (once per stream)."""
@@ -119,9 +113,6 @@ class _SyncChunks(_Chunks):
     """The sync per-chunk hot path."""
 
     __slots__ = ()
-
-    def precise(self, fetch: Any) -> Any:
-        return _wire.precise_sync(self, fetch)
 
     def __iter__(self) -> Any:
         return self
@@ -166,9 +157,6 @@ class _AsyncChunks(_Chunks):
     every chunk, about a fifth of what the proxy costs per chunk."""
 
     __slots__ = ()
-
-    def precise(self, fetch: Any) -> Any:
-        return _wire.precise_async(self, fetch)
 
     def __aiter__(self) -> Any:
         return self
@@ -290,7 +278,7 @@ class SyncStream(ObjectProxy):
         # The iterator outlives the proxy in ``for chunk in client...create(stream=True)``;
         # its __del__ ends a call nobody finished.
         self._self_chunks = chunks = _SyncChunks(call, _sdk_next(wrapped, "__next__"))
-        chunks.next = _timed_until_first_token(chunks, chunks.precise(chunks.plain_next))
+        chunks.next = _timed_until_first_token(chunks, chunks.plain_next)
         if call.attempts:
             _wire.start(chunks)
         else:
@@ -327,7 +315,6 @@ class AsyncStream(ObjectProxy):
         super().__init__(wrapped)
         self._self_call = call
         self._self_chunks = chunks = _AsyncChunks(call, _sdk_next(wrapped, "__anext__"))
-        chunks.next = chunks.precise(chunks.plain_next)
         if call.attempts:
             _wire.start(chunks)
         else:

@@ -23,6 +23,7 @@ from . import (
     _websocket,
     int_or_none,
 )
+from ._output_events import RESPONSES_CALL_ITEMS, RESPONSES_OUTPUT
 from ._stainless import async_post_wrapper, method_wrapper, post_wrapper
 
 _instruments = ("openai >= 1.0, < 4",)
@@ -141,29 +142,17 @@ CHAT = Endpoint(semconv.PROVIDER_OPENAI, semconv.OPERATION_CHAT, observe=_chat_o
 
 
 # -- Responses ---------------------------------------------------------------------------------
-_RESPONSES_OUTPUT = frozenset({
-    "response.output_text.delta", "response.function_call_arguments.delta",
-    "response.reasoning_text.delta", "response.reasoning_summary_text.delta",
-    "response.refusal.delta", "response.custom_tool_call_input.delta",
-    "response.audio.delta", "response.audio.transcript.delta",
-    "response.code_interpreter_call_code.delta", "response.mcp_call_arguments.delta",
-})
 _RESPONSES_FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
-
-
-# Output items that are output the moment they are added: a function call's name is the
-# model's first output token of that item (its arguments follow as deltas).
-_RESPONSES_CALL_ITEMS = frozenset({"function_call", "custom_tool_call", "mcp_call"})
 
 
 def _responses_observe(call: StreamState, event: Any) -> bool:
     kind = event.type
-    if kind in _RESPONSES_OUTPUT:
+    if kind in RESPONSES_OUTPUT:
         if call.content is not None and kind == "response.output_text.delta":
             call.content.append(event.delta)
         return True
     if kind == "response.output_item.added":
-        return getattr(event.item, "type", None) in _RESPONSES_CALL_ITEMS
+        return getattr(event.item, "type", None) in RESPONSES_CALL_ITEMS
     if kind in _RESPONSES_FINAL:
         call.meta_chunk = event
     return False

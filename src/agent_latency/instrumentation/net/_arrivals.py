@@ -17,7 +17,8 @@ arrived by ``t``":
 
 The reads themselves (:meth:`Arrivals.read`) say where each event ends on the wire: the
 block's event separators, mapped from its plaintext to the TCP bytes it consumed (the same
-bytes without TLS; in proportion with it).
+bytes without TLS; in proportion with it), and an owner's classifier says which events
+carry output.
 
 An event's arrival is then the first observation that covers its last byte: exact
 (``measured``) when it was the newest byte of a kernel observation; when several events
@@ -56,6 +57,7 @@ ESTIMATED = semconv.ARRIVAL_ESTIMATED
 AT_READ = semconv.ARRIVAL_READ
 
 _INT = b"\0\0\0\0"
+_EVENT_CAP = 1 << 20
 
 
 def _queued(fd: int) -> int:
@@ -88,9 +90,9 @@ class Arrivals:
     around the client's reads, ``observe`` by the tap before a read and by the watcher.
     """
 
-    __slots__ = ("__weakref__", "block_end", "block_start", "carry", "consumed", "cum", "ends",
-                 "family", "fd", "kind", "plain", "reads", "sock", "stamping", "t", "t_sent",
-                 "t_start", "watched")
+    __slots__ = ("__weakref__", "carry", "classify", "consumed", "cum", "ends", "family",
+                 "fd", "kind", "outputs", "partial", "plain", "reads", "sock", "stamping", "t",
+                 "t_sent", "t_start", "tls", "watched")
 
     def __init__(self, sock: Any) -> None:
         self.t_start = perf_counter()  # nothing read from now on arrived before it
@@ -104,9 +106,16 @@ class Arrivals:
         received = tcp_bytes_received(sock)
         self.consumed = (received - _queued(self.fd)) if received is not None else 0
         self.plain = 0
-        self.ends: list[int] = []
-        self.block_start = self.block_end = 0
+        self.ends: list[int] = []  # wire offsets where each data event ends, in order
+        # ``classify(event bytes) -> bool``, set by the owner: which events carry output
+        # (their offsets in ``outputs``).
+        self.classify: Any = None
+        self.outputs: list[int] = []
+        self.partial = b""  # the event being read across blocks, while classifying
         self.reads = 0
+        # Whether the bytes read are decrypted from the wire's (else they are the wire's,
+        # and a read's wire offsets need no system call).
+        self.tls = True
         # The event being read across blocks: (has data, is a keep-alive or [DONE]) and the
         # block's last byte (a separator split across two reads).
         self.carry = (False, False, b"")
@@ -171,28 +180,33 @@ class Arrivals:
     def read(self, data: bytes, t: float) -> None:
         """The client took ``data`` (plaintext) at ``t``: the bytes it consumed had arrived
         by then, and its events end where the block's separators map to on the wire."""
-        received = tcp_bytes_received(self.sock)
         c0 = self.consumed
+        received = tcp_bytes_received(self.sock) if self.tls else None
         c1 = received - _queued(self.fd) if received is not None else c0 + len(data)
         if c1 < c0:
             c1 = c0
         self._add(c1, t, READ)
         self.consumed = c1
-        start = len(self.ends)
         size = len(data)
         if size:
             scale = (c1 - c0) / size
-            for pos in self._event_ends(data):
-                self.ends.append(c0 + min(round(pos * scale), c1 - c0))
+            classify = self.classify
+            for pos, event in self._events(data):
+                offset = c0 + min(round(pos * scale), c1 - c0)
+                self.ends.append(offset)
+                if classify is not None and classify(event):
+                    self.outputs.append(offset)
             self.plain += size
-        self.block_start, self.block_end = start, len(self.ends)
         self.reads += 1
 
-    def _event_ends(self, data: bytes) -> list[int]:
-        """Offsets in ``data`` just past each complete SSE event that carries data (not a
-        keep-alive comment, ``ping`` or ``[DONE]``)."""
+    def _events(self, data: bytes) -> list[tuple[int, bytes]]:
+        """``(offset in data just past the event, the event's bytes)`` for each complete SSE
+        event that carries data (not a keep-alive comment, ``ping`` or ``[DONE]``); the
+        bytes are kept only while a classifier wants them."""
         has_data, skip, last = self.carry
-        out: list[int] = []
+        keep = self.classify is not None
+        partial = self.partial
+        out: list[tuple[int, bytes]] = []
         prev = 0
         search = last + data
         shift = len(last)
@@ -203,23 +217,21 @@ class Arrivals:
             has_data = has_data or b"data:" in segment
             skip = skip or b"[DONE]" in segment or b"event: ping" in segment
             if has_data and not skip and end > 0:
-                out.append(end)
+                out.append((end, partial + segment if keep else b""))
             has_data = skip = False
+            partial = b""
             prev = max(end, 0)
             pos = search.find(b"\n\n", pos + 2)
         rest = data[prev:]
         has_data = has_data or b"data:" in rest
         skip = skip or b"[DONE]" in rest or b"event: ping" in rest
         self.carry = (has_data, skip, data[-1:])
+        # An event longer than the cap is not classified (its JSON is cut): not dated as
+        # output, never an unbounded buffer.
+        self.partial = (partial + rest)[-_EVENT_CAP:] if keep else b""
         return out
 
     # -- dating ------------------------------------------------------------------------------
-    def latest_event(self, k: int) -> int | None:
-        """The wire offset of the ``k``-th event completed by the latest read (the ``k``-th
-        chunk a client hands over after that read), or None."""
-        index = self.block_start + k
-        return self.ends[index] if index < self.block_end else None
-
     def pace(self, after: int = -1) -> float | None:
         """The time between events where the kernel stamped them one by one (the server's
         pace): the median over consecutive exact event arrivals, counting only events that

@@ -23,8 +23,10 @@ class Owner(Protocol):
     net: NetPhases
     #: The attempts started so far, in order.
     attempts: list[Attempt]
-    #: Whether arrival times are wanted on its attempts' connections (``_follow``).
+    #: Whether arrival times are wanted on its attempts' connections (``_follow``), and
+    #: which of a response's events carry output: ``classify_event(event bytes) -> bool``.
     wants_arrivals: bool
+    classify_event: Any
     #: Whether to inject W3C ``traceparent`` into the request, and the context to inject.
     propagate: bool
     context: Any

@@ -32,9 +32,10 @@ class Following:
         WATCHER.unwatch(self.arrivals)
 
 
-def follow(attempt: Any) -> Following | None:
+def follow(attempt: Any, classify: Any = None) -> Following | None:
     """Start taking arrival times on ``attempt``'s connection, or None where its client's
-    stream or socket is not one we can tap."""
+    stream or socket is not one we can tap.  ``classify(event bytes) -> bool`` says which
+    events carry output (``Arrivals.outputs``)."""
     stream, sock = attempt.stream, attempt.sock
     if stream is None or sock is None:
         return None
@@ -42,6 +43,7 @@ def follow(attempt: Any) -> Following | None:
         if sock.fileno() < 0:
             return None
         arrivals = Arrivals(sock)
+        arrivals.classify = classify
     except (OSError, AttributeError, ValueError):
         return None
     untap = tap(stream, arrivals)

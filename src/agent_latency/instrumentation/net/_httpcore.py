@@ -186,7 +186,7 @@ def _on_connection(owner: Any, connection: Any) -> None:
             if sock is not None:
                 attempt.sock = sock
         if owner.wants_arrivals and attempt.following is None:
-            attempt.following = follow(attempt)
+            attempt.following = follow(attempt, owner.classify_event)
     except Exception:  # noqa: BLE001
         internal_error("network.connection")
 

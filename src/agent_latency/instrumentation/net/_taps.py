@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import select
+import ssl
 from collections.abc import Callable
 from time import perf_counter
 from typing import Any
@@ -191,5 +192,9 @@ def tap(stream: Any, arrivals: Arrivals) -> Untap | None:
     if "read" in getattr(stream, "__dict__", {}) or not hasattr(cls, "write"):
         return None
     if inspect.iscoroutinefunction(cls.read):
+        inner = getattr(stream, "_stream", None)
+        arrivals.tls = hasattr(inner, "transport_stream")  # anyio's TLS stream
         return _async_tap(stream, arrivals)
+    arrivals.tls = isinstance(getattr(stream, "_sock", None), ssl.SSLSocket) or not hasattr(
+        stream, "_sock")
     return _sync_tap(stream, arrivals)

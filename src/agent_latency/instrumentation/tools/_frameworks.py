@@ -8,7 +8,7 @@
 * :func:`call_as_tool` / :func:`acall_as_tool`: one ``execute_tool`` span around a tool
   call.
 * :class:`FrameworkInstrumentor`: wraps a framework's methods once its package is imported
-  and unwraps exactly those.
+  and unwraps exactly those; :class:`ToolInstrumentor`, one whose methods run tools.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwr
 from opentelemetry.trace import Span
 
 from ..._log import FAULTS, fault, internal_error
-from ..._scope import detach, end_task, mark_error, start_task
+from ..._scope import detach, end_task, mark_error, start_task, start_tool, tool_attributes
 from .._imports import when_imported
 
 # True while an agent framework's run task is open in this context.
@@ -122,10 +122,13 @@ def _steps_in_task(run: RunTask, steps: Generator[Any, Any, Any]) -> Generator[A
 
 
 def call_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any, ...],
-                 kwargs: dict[str, Any], where: str) -> Any:
+                 kwargs: dict[str, Any], where: str,
+                 check: Callable[[Span, Any], None] | None = None) -> Any:
     """``wrapped(*args, **kwargs)`` inside the tool span ``start()`` opens (current while it
     runs, so processes it starts nest in it); an exception marks the span ERROR and
-    propagates unchanged.  ``where`` names the place in an internal-error log."""
+    propagates unchanged; ``check(span, result)`` may mark the span before it ends (a tool
+    that returned its failure instead of raising).  ``where`` names the place in an
+    internal-error log."""
     span = _start_tool(start, where)
     if span is None:
         return wrapped(*args, **kwargs)
@@ -137,6 +140,8 @@ def call_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any, ...],
         raise
     finally:
         detach(token)
+    if check is not None:
+        _check(check, span, result, where)
     span.end()
     return result
 
@@ -181,11 +186,11 @@ async def acall_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any
         raise
     finally:
         detach(token)
+    if check is not None:
+        _check(check, span, result, where)
     try:
         if FAULTS:
             fault(where)
-        if check is not None:
-            check(span, result)
         if finish is not None:
             finish(span, result)
             return result
@@ -193,6 +198,15 @@ async def acall_as_tool(start: Callable[[], Span], wrapped: Any, args: tuple[Any
         internal_error(where)
     span.end()
     return result
+
+
+def _check(check: Callable[[Span, Any], None], span: Span, result: Any, where: str) -> None:
+    try:
+        if FAULTS:
+            fault(where)
+        check(span, result)
+    except Exception:  # noqa: BLE001
+        internal_error(where)
 
 
 def _start_tool(start: Callable[[], Span], where: str) -> Span | None:
@@ -256,3 +270,40 @@ class FrameworkInstrumentor(BaseInstrumentor):
         from ._threads import release
 
         release()
+
+
+class ToolInstrumentor(FrameworkInstrumentor):
+    """A :class:`FrameworkInstrumentor` whose patched methods run a tool: ``_tool`` (sync) and
+    ``_atool`` (async) wrap them in an ``execute_tool`` span named by :meth:`tool_name`, with
+    ``gen_ai.tool.type = function``, the call id :meth:`call_id` finds and
+    ``agent_latency.tool.source = SOURCE``; :meth:`check` may mark the span from the
+    result.  ``PATCHES`` name ``_tool`` or ``_atool`` as the wrapper."""
+
+    SOURCE: ClassVar[str] = ""
+
+    def tool_name(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        """The tool's name: by default the ``name`` of the object the method runs on."""
+        return str(getattr(instance, "name", None) or type(instance).__name__)
+
+    def call_id(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The model's tool call id, when the framework hands it to the method."""
+        return None
+
+    def check(self, span: Span, result: Any) -> None:
+        """Mark the span from what the tool returned (a failure it reports instead of
+        raising)."""
+
+    def _start(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Span:
+        name = self.tool_name(instance, args, kwargs)
+        return start_tool(name, tool_attributes(name, source=self.SOURCE,
+                                                call_id=self.call_id(instance, args, kwargs)))
+
+    def _tool(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> Any:
+        return call_as_tool(lambda: self._start(instance, args, kwargs), wrapped, args, kwargs,
+                            f"{self.SOURCE}.tool", check=self.check)
+
+    async def _atool(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> Any:
+        return await acall_as_tool(lambda: self._start(instance, args, kwargs), wrapped, args,
+                                   kwargs, f"{self.SOURCE}.atool", check=self.check)
