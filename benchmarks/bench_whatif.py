@@ -9,7 +9,14 @@ the recorded task with the offline report, and projects it with ``budget.project
   ``python -c``);
 * ``sequential``: one tool call per turn (``sleep``s of known length), four turns;
 * ``parallel``: turns with two or three tool calls run at once in threads (the recorded
-  overlap must be kept, not double-saved).
+  overlap must be kept, not double-saved);
+* ``busy``: a client that is the bottleneck — 8 streamed calls in parallel on one asyncio
+  event loop (openai's async client), 5 ms of the agent's work on the loop per chunk —
+  projected to twice the model's speed (prefill and output) and run again at twice the
+  simulator's rates; beside it, the same projection as if the client could read at any
+  speed (``client_pace=False``, the figure before the what-if kept a busy client's pace),
+  and a control with 0.5 ms per chunk (the loop keeps up: nothing held back).  Goal: within
+  5 %.
 
 Goal: projected wall within 3 % of the measured one for every task; the last column says
 ``ok`` or ``over``.  Both sides are the median of three runs (``BENCH_WHATIF_REPEAT``): the
@@ -92,6 +99,37 @@ client.close()
 """
 
 
+# An agent whose client is the bottleneck: STREAMS streamed calls in parallel on one event
+# loop, each chunk followed by WORK seconds of the agent's own work on the loop (a spin on
+# the clock: the same work on a loaded machine), as sub-agents parsing what they stream do.
+# Short prompts (the simulator prefills one request at a time), so the streams overlap: 8
+# streams of 60 tokens at 50 tokens/s with 5 ms per chunk ask the loop for twice the time
+# the server takes to send them.
+BUSY_AGENT = """
+import asyncio, os, time
+import agent_latency
+agent_latency.instrument()
+import openai
+WORK = float(os.environ["BUSY_WORK_S"])
+STREAMS = int(os.environ["BUSY_STREAMS"])
+async def one(client, i):
+    stream = await client.chat.completions.create(
+        model="sim-coder", stream=True, max_tokens=60,
+        messages=[{"role": "user", "content": f"part {i}: read the file"}])
+    async for chunk in stream:
+        until = time.perf_counter() + WORK
+        while time.perf_counter() < until:
+            pass
+async def main():
+    client = openai.AsyncOpenAI(base_url=os.environ["OPENAI_BASE_URL"],
+                                api_key="simulator", max_retries=0)
+    with agent_latency.task("demo"):
+        await asyncio.gather(*(one(client, i) for i in range(STREAMS)))
+    await client.close()
+asyncio.run(main())
+"""
+
+
 def _shell(*commands: str) -> list[dict]:
     return [{"name": "run_shell", "arguments": {"command": c}} for c in commands]
 
@@ -114,18 +152,22 @@ SCRIPTS = {
 }
 
 
-def record(prefill_tps: float, output_tps: float, directory: Path, agent: str = "demo"):
-    """Run an agent once; return its task (intervals, start, end, wall)."""
+def record(prefill_tps: float, output_tps: float, directory: Path, agent: str = "demo",
+           work: float = 0.005, streams: int = 8):
+    """Run an agent once; return its task (intervals, start, end, wall).  ``busy``: the
+    client-bound agent, ``streams`` calls with ``work`` seconds per chunk."""
+    script = (_script() if agent == "demo" else None if agent == "busy" else SCRIPTS[agent])
     config = SimulatorConfig(port=0, prefill_tps=prefill_tps, output_tps=output_tps,
-                             script=_script() if agent == "demo" else SCRIPTS[agent])
+                             script=script)
     traces = directory / "traces.jsonl"
     traces.unlink(missing_ok=True)
     with SimulatorProcess(config) as sim:
         env = {**os.environ, "OPENAI_BASE_URL": sim.base_url + "/v1",
                "OPENAI_API_KEY": "simulator", "AGENT_LATENCY_DIR": str(directory),
-               "AGENT_LATENCY_SUMMARY": "false", "AGENT_LATENCY_PROCESS_TASK": "false"}
+               "AGENT_LATENCY_SUMMARY": "false", "AGENT_LATENCY_PROCESS_TASK": "false",
+               "BUSY_WORK_S": str(work), "BUSY_STREAMS": str(streams)}
         program = ([str(EXAMPLES / "demo_agent.py")] if agent == "demo"
-                   else ["-c", THREADED_AGENT])
+                   else ["-c", BUSY_AGENT] if agent == "busy" else ["-c", THREADED_AGENT])
         subprocess.run([sys.executable, *program], env=env, check=True,
                        stdout=subprocess.DEVNULL)
     tasks, problems = load_tasks(str(traces), "demo")
@@ -138,6 +180,48 @@ _MODEL = ("prefill", "output_generation")
 
 
 REPEAT = int(os.environ.get("BENCH_WHATIF_REPEAT", "3"))
+
+
+BUSY_CASES = (("8 streams, 5 ms/chunk", 0.005), ("8 streams, 0.5 ms/chunk", 0.0005))
+BUSY_BEFORE, BUSY_AFTER = (2000, 50), (4000, 100)
+
+
+def busy_client() -> None:
+    """The client-bound agent projected to twice the model's speed against a run at it."""
+    scenario = Scenario(output_speedup=2, prefill_speedup=2)
+    today = Scenario(output_speedup=2, prefill_speedup=2, client_pace=False)
+    print(f"busy client: prefill/output {BUSY_BEFORE[0]}/{BUSY_BEFORE[1]} -> "
+          f"{BUSY_AFTER[0]}/{BUSY_AFTER[1]} tok/s (2x), medians of {REPEAT} runs each side, "
+          f"interleaved")
+    print(f"{'case':<26} {'recorded s':>10} {'projected s':>11} {'measured s':>10} "
+          f"{'error %':>8} {'client-bound':>12} {'kept s':>7} {'no pace s':>9} "
+          f"{'error %':>8}  5 %")
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        for label, work in BUSY_CASES:
+            # Interleaved, so that the machine's load, which drifts, falls on both sides.
+            runs, after = [], []
+            for _ in range(REPEAT):
+                runs.append(record(*BUSY_BEFORE, directory, "busy", work))
+                after.append(record(*BUSY_AFTER, directory, "busy", work).budget.wall)
+            runs.sort(key=lambda t: t.budget.wall)
+            after.sort()
+            recorded = runs[REPEAT // 2]
+            ours = project(recorded.intervals, recorded.span.start_ns, recorded.span.end_ns,
+                           scenario)
+            before = project(recorded.intervals, recorded.span.start_ns,
+                             recorded.span.end_ns, today)
+            measured = after[len(after) // 2]
+            err = (ours.projected_wall - measured) / measured
+            err_before = (before.projected_wall - measured) / measured
+            print(f"{label:<26} {ours.recorded_wall:>10.3f} {ours.projected_wall:>11.3f} "
+                  f"{measured:>10.3f} {100 * err:>+7.1f}% "
+                  f"{f'{ours.client_bound}/{ours.llm_calls}':>12} {ours.client_kept:>7.3f} "
+                  f"{before.projected_wall:>9.3f} {100 * err_before:>+7.1f}%  "
+                  f"{'ok' if abs(err) <= 0.05 else 'over'}  (recorded runs "
+                  f"{1e3 * (runs[-1].budget.wall - runs[0].budget.wall):.0f} ms apart, "
+                  f"measured {1e3 * (after[-1] - after[0]):.0f} ms apart)", flush=True)
+    print()
 
 
 def main() -> int:
@@ -153,6 +237,10 @@ def main() -> int:
     ]
     agents = [a for a in ("demo", "sequential", "parallel")
               if len(sys.argv) < 2 or a in sys.argv[1:]]
+    if len(sys.argv) < 2 or "busy" in sys.argv[1:]:
+        busy_client()
+        if not agents:
+            return 0
     print(f"{'agent':<11} {'case':<28} {'recorded s':>10} {'projected s':>12} "
           f"{'measured s':>11} {'error ms':>9} {'error %':>8} {'model s proj/meas':>18} "
           f"{'model err %':>11}  3 %")

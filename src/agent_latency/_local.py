@@ -30,6 +30,7 @@ from ._env import env_number
 from ._log import internal_error, warn_once
 from ._otlp_json import encode_line, encode_request
 from .budget import COMPONENTS, Budget
+from .budget._spans import adopt_other_parts
 
 ENV_MAX_FILE_MB = "AGENT_LATENCY_MAX_FILE_MB"
 """Size in MB (10^6 bytes) at which ``traces.jsonl`` is rotated (default 100)."""
@@ -302,6 +303,7 @@ class TaskSummaryPrinter(SpanProcessor):
             shares={c: float(attrs.get(semconv.budget_share(c), 0.0)) for c in COMPONENTS},
             busy={c: float(attrs.get(semconv.budget_busy(c), 0.0)) for c in COMPONENTS},
         )
+        adopt_other_parts(budget, attrs)
         stream = self._stream or sys.stderr
         if stream is None:  # stderr closed (``2>&-``): print(file=None) would use stdout
             return

@@ -12,7 +12,7 @@ import gc
 import threading
 from collections import deque
 from collections.abc import Callable
-from time import perf_counter
+from time import perf_counter, process_time_ns
 from typing import Any
 
 #: A pause at least this long tells the listeners (a young-generation collection takes
@@ -22,12 +22,15 @@ _KEEP = 4096
 
 
 class Pauses:
-    """The recent collections: ``(start, end)`` in ``perf_counter`` seconds, oldest first."""
+    """The recent long collections: ``(start, end, cpu_start, cpu_end)``, oldest first, the
+    times in ``perf_counter`` seconds, the process's CPU time in nanoseconds where it was
+    read (collections of the older generations; ``None`` for the youngest, which are
+    frequent and short); ``total`` is all collections' time, long or not."""
 
     __slots__ = ("_started", "installed", "listeners", "recent", "total")
 
     def __init__(self) -> None:
-        self.recent: deque[tuple[float, float]] = deque(maxlen=_KEEP)
+        self.recent: deque[tuple[float, float, int | None, int | None]] = deque(maxlen=_KEEP)
         self.listeners: list[Callable[[float, float], None]] = []
         self.total = 0.0
         self.installed = False
@@ -35,17 +38,22 @@ class Pauses:
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            self._started.t = perf_counter()
+            # The CPU clock costs a system call: read only for the older generations, whose
+            # collections are rare and the long ones.
+            self._started.t = (perf_counter(),
+                               process_time_ns() if info.get("generation") else None)
             return
-        start = getattr(self._started, "t", None)
-        if start is None:
+        started = getattr(self._started, "t", None)
+        if started is None:
             return
         self._started.t = None
         end = perf_counter()
+        start, cpu_start = started
         pause = end - start
         self.total += pause
         if pause >= LONG_PAUSE:
-            self.recent.append((start, end))
+            self.recent.append((start, end, cpu_start,
+                                process_time_ns() if cpu_start is not None else None))
             for listener in tuple(self.listeners):
                 try:
                     listener(start, end)
@@ -70,7 +78,7 @@ class Pauses:
     def within(self, start: float, end: float) -> float:
         """Seconds of long pauses inside ``[start, end]``."""
         total = 0.0
-        for a, b in reversed(self.recent):
+        for a, b, _, _ in reversed(self.recent):
             if b <= start:
                 break
             total += max(0.0, min(b, end) - max(a, start))

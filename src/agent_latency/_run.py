@@ -188,8 +188,10 @@ def _say(text: str) -> None:
 # -- inside the program (called from the bootstrap sitecustomize) ---------------------------
 def bootstrap(spec_text: str) -> None:
     """Called by the bootstrap ``sitecustomize`` with ``AGENT_LATENCY_RUN``'s value."""
+    from ._import_times import IMPORTS, startup_attributes
     from ._process import open_process_task, process_name
 
+    IMPORTS.install()  # from here on imports are timed; before, interpreter start-up
     spec = json.loads(spec_text)
     child = int(spec.get("depth", 0)) > 0
     if spec.get("children"):
@@ -209,4 +211,5 @@ def bootstrap(spec_text: str) -> None:
         start_ns = int(spec.get("start_ns") or time.time_ns())
         if not instrument(summary=True, process_task=False):
             return
-    open_process_task(name, start_ns, {semconv.RUN_TASK: True})
+    startup = startup_attributes(start_ns) if not child else {}
+    open_process_task(name, start_ns, {semconv.RUN_TASK: True, **startup})

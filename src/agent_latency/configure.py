@@ -40,8 +40,10 @@ from ._export_guard import (
     report_failures,
     shut_down_within,
 )
+from ._import_times import IMPORTS, startup_attributes
 from ._local import JsonLinesSpanExporter, TaskSummaryPrinter, default_traces_path
 from ._log import FAULTS, fault, internal_error, logger, warn_once
+from ._pauses import PAUSES
 from ._scope import end_open_tasks
 from .processor import BudgetSpanProcessor
 
@@ -107,6 +109,9 @@ def _instrument(summary: bool | None, targets: list[str] | None,
     with _lock:
         if _state is not None:
             return False
+        # The parts of tasks' other time: imports and garbage-collection pauses.
+        IMPORTS.install()
+        PAUSES.install()
         state = _State()
         provider: trace.TracerProvider | None = trace.get_tracer_provider()
         local_default = False
@@ -177,6 +182,7 @@ def uninstrument() -> None:
             instrumentor.uninstrument()
         except Exception:  # noqa: BLE001
             logger.debug("agent-latency: uninstrumenting %r failed", instrumentor, exc_info=True)
+    IMPORTS.uninstall()
     if state.processor is not None:
         state.processor.shutdown()
     if state.summary is not None:
@@ -241,7 +247,7 @@ def _open_implicit_process_task() -> None:
             fault("instrument.process_task")
         start_ns = _process.process_start_ns() or time.time_ns()
         _process.open_process_task(_process.process_name(), start_ns,
-                                   {semconv.PROCESS_TASK: True})
+                                   {semconv.PROCESS_TASK: True, **startup_attributes(start_ns)})
     except Exception:  # noqa: BLE001 - the program runs on without its process task
         internal_error("instrument.process_task")
 

@@ -19,6 +19,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections import deque as Deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -28,7 +29,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanKind
 
 from . import _hooks, semconv
+from ._import_times import IMPORTS
 from ._log import FAULTS, fault, internal_error, warn_once
+from ._pauses import PAUSES
 from ._sdk import attribute_store as _attribute_store
 from ._sdk import attributes_of as _attributes_of
 from ._sdk import end_ns as _end_ns
@@ -38,8 +41,14 @@ from ._sdk import span_kind as _span_kind
 from ._sdk import span_name as _span_name
 from ._sdk import span_parent as _span_parent
 from ._sdk import start_ns as _start_ns
-from .budget import COMPONENTS, Budget, Interval, UnknownComponentError
-from .budget._spans import budget_attributes, count_span, is_tool, span_intervals
+from .budget import COMPONENTS, OTHER_PARTS, Budget, Interval, UnknownComponentError
+from .budget._spans import (
+    budget_attributes,
+    count_span,
+    is_tool,
+    span_intervals,
+    startup_overlay,
+)
 from .budget._split import RunningSplit
 from .budget._tree import TaskNode
 
@@ -66,6 +75,15 @@ _SWEEP_AFTER_S = 60.0
 # names are free text and would make the metric's cardinality unbounded (the wall-time
 # histogram takes it only when asked, and bounded: _TaskNameLabels).
 _METRIC_ATTRIBUTES = tuple((c, {semconv.COMPONENT: c}) for c in COMPONENTS)
+_PART_ATTRIBUTES = tuple((p, {semconv.OTHER_PART: p}) for p in OTHER_PARTS)
+_time_ns = time.time_ns
+_cpu_ns = time.process_time_ns
+# CPU samples of a task at least this far apart: a burst of spans costs one (the CPU time of a
+# stretch this short is placed within it at most this far from where it was spent).
+_SAMPLE_EVERY_NS = 1_000_000
+# The rings of garbage-collection pauses and imports, each with the phase it is.
+_RINGS: tuple[tuple[str, Deque[tuple[float, float, int | None, int | None]]], ...] = (
+    ("gc", PAUSES.recent), ("imports", IMPORTS.recent))
 _TASK_NAME = semconv.TASK_NAME
 _COMPONENT = semconv.COMPONENT
 _TOOL_EXECUTION = semconv.TOOL_EXECUTION
@@ -79,6 +97,7 @@ _LLM_CLIENT = semconv.LLM_CLIENT
 _SERVER = SpanKind.SERVER
 _PROCESS = semconv.PROCESS_TASK
 _RUN = semconv.RUN_TASK
+_STARTUP = semconv.TASK_STARTUP
 
 class _TaskNameLabels:
     """The wall-time metric's attributes for a task name: none unless names were asked for;
@@ -109,8 +128,8 @@ class _OpenTask(TaskNode):
     its running split (:class:`RunningSplit`: intervals folded into totals as they become
     final) and the processor's own bookkeeping."""
 
-    __slots__ = ("closed", "kept", "last_start", "open_spans", "open_starts", "opened",
-                 "request", "running", "span_id", "whole_process")
+    __slots__ = ("closed", "kept", "last_sample", "last_start", "open_spans", "open_starts",
+                 "opened", "overlays_seen", "request", "running", "span_id", "whole_process")
 
     parent: _OpenTask | None
 
@@ -126,6 +145,13 @@ class _OpenTask(TaskNode):
         self.last_start = start_ns  # of the latest span that ended in it
         self.running = RunningSplit(start_ns)
         self.kept = 0  # intervals the last fold left waiting
+        # What only this process knows, for the parts of other: the CPU time at span
+        # boundaries (the latest sample's time), and the pauses and imports taken from the
+        # rings so far (the end, perf_counter seconds, of the latest of each).
+        now = _time_ns()
+        self.running.sample([(now, _cpu_ns())])
+        self.last_sample = now
+        self.overlays_seen = [float("-inf")] * len(_RINGS)
         self.opened = time.monotonic()
         # A request task candidate: a task only if it sees an LLM call or a tool.
         self.request = request
@@ -136,8 +162,43 @@ class _OpenTask(TaskNode):
         self.running.add(intervals)
 
     def finish(self, end_ns: int) -> Budget:
+        self.take_overlays()
+        self.running.sample([(_time_ns(), _cpu_ns())])
         self.budget = self.running.finish(end_ns, dict(self.counts))
         return self.budget
+
+    def sample(self, now: int) -> None:
+        """The process's CPU time at a span boundary, at most one per ``_SAMPLE_EVERY_NS``."""
+        if now - self.last_sample >= _SAMPLE_EVERY_NS:
+            self.last_sample = now
+            self.running.sample([(now, _cpu_ns())])
+
+    def take_overlays(self) -> None:
+        """The garbage-collection pauses and imports that ended since the last call, inside
+        the task, as overlays (span time), with the CPU time at their edges as samples (so
+        their own CPU time is theirs, not the agent's)."""
+        offset = _time_ns() - time.perf_counter_ns()
+        overlays: list[Interval] = []
+        samples: list[tuple[int, int]] = []
+        seen = self.overlays_seen
+        for i, (phase, ring) in enumerate(_RINGS):
+            # A copy: a collection (and its callback appending to the ring) may come any time.
+            # The rings hold entries in the order they ended.
+            latest = seen[i]
+            for a, b, cpu_a, cpu_b in reversed(tuple(ring)):
+                if b <= seen[i]:
+                    break
+                latest = max(latest, b)
+                start, end = round(a * 1e9) + offset, round(b * 1e9) + offset
+                if end <= self.start_ns:
+                    continue
+                overlays.append(Interval(start, end, phase))
+                if cpu_a is not None and cpu_b is not None:
+                    samples += ((start, cpu_a), (end, cpu_b))
+            seen[i] = latest
+        if overlays:
+            self.running.add(overlays)
+            self.running.sample(samples)
 
     def ancestors(self) -> Iterator[_OpenTask]:
         """The open tasks around it, innermost first: its work counts in them too."""
@@ -153,6 +214,7 @@ class _OpenTask(TaskNode):
         waiting = len(running.pending)
         if waiting < _FOLD_AFTER or waiting < 2 * self.kept:
             return
+        self.take_overlays()  # before the fold passes them
         until = self.last_start - _FOLD_LAG_NS
         if self.open_starts:
             oldest = min(self.open_starts.values())
@@ -258,6 +320,12 @@ class BudgetSpanProcessor(SpanProcessor):
             description="New connections (TCP connects) one task opened.",
             explicit_bucket_boundaries_advisory=list(semconv.COUNT_BUCKETS),
         )
+        self._task_other = meter.create_histogram(
+            semconv.METRIC_TASK_OTHER, unit="s",
+            description="A task's other time (the client's own), by part: garbage "
+                        "collection, imports, lag behind the wire, CPU, idle.",
+            explicit_bucket_boundaries_advisory=list(semconv.TASK_DURATION_BUCKETS),
+        )
         self._tool_duration = meter.create_histogram(
             semconv.METRIC_TOOL_DURATION, unit="s",
             description="Duration of one tool call inside a task (outermost tools only).",
@@ -287,9 +355,11 @@ class BudgetSpanProcessor(SpanProcessor):
             owner = self._owner.get(parent.span_id) if parent is not None else None
             attrs = _attributes_of(span)
             if attrs and _TASK_NAME in attrs:
-                self._open(_OpenTask(_span_id(span), str(attrs[_TASK_NAME]),
-                                     _start_ns(span) or 0, owner,
-                                     whole_process=_PROCESS in attrs or _RUN in attrs))
+                task = _OpenTask(_span_id(span), str(attrs[_TASK_NAME]), _start_ns(span) or 0,
+                                 owner, whole_process=_PROCESS in attrs or _RUN in attrs)
+                if _STARTUP in attrs:
+                    task.running.add(startup_overlay(attrs, task.start_ns))
+                self._open(task)
                 return
             if owner is None:
                 # A request served with no task around it: a task if agent work happens.
@@ -305,9 +375,14 @@ class BudgetSpanProcessor(SpanProcessor):
             owner.open_spans += 1
             start = _start_ns(span) or 0
             owner.open_starts[sid] = start
+            # The process's CPU time at span boundaries: the agent's own CPU is placed on the
+            # task's other time between two of them.
+            now = _time_ns()
+            owner.sample(now)
             if owner.parent is not None:
                 for outer in owner.ancestors():
                     outer.open_starts[sid] = start
+                    outer.sample(now)
             # A tool run by a tool (a shell command under a ``run_shell`` function) is tool
             # time like any other, but not another tool call, and a what-if scales it inside
             # the outer tool: remember the outermost tool each span runs in.
@@ -357,8 +432,10 @@ class BudgetSpanProcessor(SpanProcessor):
             tasks = [task, *task.ancestors()] if task.parent is not None else [task]
             attrs = _attributes_of(span)
             start, end = _span_times(span) if attrs else (0, 0)
+            now = _time_ns()
             for counted in tasks:
                 counted.open_starts.pop(sid, None)
+                counted.sample(now)
                 if attrs and start > counted.last_start:
                     counted.last_start = start
             if not attrs:
@@ -487,6 +564,11 @@ class BudgetSpanProcessor(SpanProcessor):
         record = self._task_duration.record
         for component, attributes in _METRIC_ATTRIBUTES:
             record(budget.shares[component], attributes)
+        if budget.other_measured:
+            record_part = self._task_other.record
+            parts = budget.other_parts
+            for part, attributes in _PART_ATTRIBUTES:
+                record_part(parts[part], attributes)
         self._task_wall_time.record(budget.wall, self._task_name_labels(task.name))
         self._task_connections.record(budget.counts.get("new_connections", 0))
 

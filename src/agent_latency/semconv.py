@@ -84,6 +84,21 @@ def budget_count(count: str) -> str:
     return "agent_latency.count." + count
 
 
+#: The parts of ``other`` (``gc``, ``imports``, ``lag``, ``cpu``, ``idle``), in priority
+#: order: the budget engine's names, as the suffixes of ``agent_latency.budget.other.*`` and
+#: the values of ``agent_latency.other.part``.
+OTHER_PARTS: Final = _budget_names.OTHER_PARTS
+
+
+def budget_other_part(part: str) -> str:
+    """Attribute name of one part of the task's ``other`` time (``gc``, ``imports`` …)."""
+    return BUDGET_PREFIX + OTHER + "." + part
+
+
+# Seconds from a process task's start to the moment agent-latency began timing imports
+# (interpreter start-up; for instrument() called by the program, what ran before it): part
+# of the task's ``imports`` time.
+TASK_STARTUP: Final = "agent_latency.task.startup"
 BUDGET_OUTPUT_TOKENS_PER_SECOND: Final = "agent_latency.budget.output_tokens_per_second"
 BUDGET_PREFILL_TOKENS_PER_SECOND: Final = "agent_latency.budget.prefill_tokens_per_second"
 
@@ -109,6 +124,9 @@ LLM_FIRST_TOKEN_BOUND: Final = "agent_latency.llm.first_token.bound"
 LLM_LAST_TOKEN_SOURCE: Final = "agent_latency.llm.last_token.source"
 LLM_LAST_TOKEN_BOUND: Final = "agent_latency.llm.last_token.bound"
 LLM_CLIENT_LAG: Final = "agent_latency.llm.client_lag"
+# How far behind the wire the program was at the last output token: its hand-over minus its
+# arrival (0 where the hand-over is the mark).  A what-if keeps a client's pace when it was.
+LLM_LAST_TOKEN_LAG: Final = "agent_latency.llm.last_token.lag"
 ARRIVAL_MEASURED: Final = "measured"
 ARRIVAL_ESTIMATED: Final = "estimated"
 ARRIVAL_READ: Final = "read"
@@ -155,6 +173,9 @@ TOOL_COMMAND: Final = "agent_latency.tool.command"
 
 # --- metrics of ours --------------------------------------------------------------------
 METRIC_TASK_DURATION: Final = "agent_latency.task.duration"
+# One point per part of ``other`` per task (attribute ``agent_latency.other.part``).
+METRIC_TASK_OTHER: Final = "agent_latency.task.other"
+OTHER_PART: Final = "agent_latency.other.part"
 # Tasks run for minutes to hours: the GenAI duration buckets (up to 81.92 s) continued by
 # doubling to 5242.88 s (87 min), so a p95 of an hour-long task does not flatline.
 TASK_DURATION_BUCKETS: Final = (

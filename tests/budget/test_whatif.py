@@ -175,3 +175,104 @@ def test_nested_tools_keep_the_invariants(ivs, factors):
     assert project(ivs, 0, 1_400 * MS, Scenario()).projected_wall == pytest.approx(1.4)
     p = project(ivs, 0, 1_400 * MS, Scenario(tool_speedup=factors or None))
     assert p.projected_wall <= p.recorded_wall + 1e-9
+
+
+def _stream(start: int, prefill: int, generation: int, tail: int, client_tail: int,
+            lag: int, call: int, tokens: int = 41) -> list[Interval]:
+    """One streamed call's phases laid end to end (ms), its client ``lag`` ms behind the
+    wire at the last token."""
+    out, cursor = [], start * MS
+    for phase, ms in (("prefill", prefill), ("output_generation", generation),
+                      ("tail", tail), ("client_tail", client_tail)):
+        if ms:
+            # A client tail's tokens hold its lag.
+            out.append(Interval(cursor, cursor + ms * MS, phase, call,
+                                tokens if phase != "client_tail" else lag * MS))
+            cursor += ms * MS
+    return out
+
+
+busy_stream_st = st.builds(
+    lambda start, prefill, generation, tail, behind, final, call: _stream(
+        start, prefill, generation, tail, max(behind - tail, 0) + final, behind, call),
+    st.integers(0, 200), st.integers(1, 300), st.integers(1, 500), st.integers(0, 5),
+    st.integers(0, 800), st.integers(0, 50), st.integers(1, 4))
+
+
+class TestBusyClient:
+    """A client that read a stream slower than the server sent it keeps its pace."""
+
+    def test_a_saturated_client_gets_no_saving_from_a_faster_model(self):
+        # Generation 400 ms, the client 790 ms behind at the last token, then 10 ms of work.
+        ivs = _stream(0, 100, 400, 1, 799, 790, call=1)
+        fast = Scenario(output_speedup=2)
+        p = project(ivs, 0, 1_300 * MS, fast)
+        assert p.projected_wall == pytest.approx(1.3)
+        assert (p.llm_calls, p.client_bound) == (1, 1)
+        assert p.client_kept == pytest.approx(0.2)  # 1.3 s against 1.1 s unpaced
+        today = project(ivs, 0, 1_300 * MS, Scenario(output_speedup=2, client_pace=False))
+        assert today.projected_wall == pytest.approx(1.1)
+
+    def test_a_faster_prefill_still_moves_the_whole_stream_earlier(self):
+        ivs = _stream(0, 100, 400, 1, 799, 790, call=1)
+        p = project(ivs, 0, 1_300 * MS, Scenario(prefill_speedup=2, output_speedup=2))
+        assert p.projected_wall == pytest.approx(1.25)
+
+    @pytest.mark.parametrize(("client_tail", "lag", "speedup", "projected", "bound"), [
+        # 3 ms behind at the end: under 5 ms, it kept up.
+        (12, 3, 2, 0.313, 0),
+        # 50 ms behind at the end of a 400 ms stream (a pause, not a pace): under a quarter.
+        (59, 50, 2, 0.36, 0),
+        # A quarter behind: its pace is kept, twice as fast a server saves nothing.
+        (109, 100, 2, 0.61, 1),
+        # A slower server: the client keeps up with an 800 ms stream, its 10 ms of final
+        # work remain.
+        (109, 100, 0.5, 0.911, 0),
+    ])
+    def test_how_far_behind(self, client_tail, lag, speedup, projected, bound):
+        ivs = _stream(0, 100, 400, 1, client_tail, lag, call=1)
+        p = project(ivs, 0, (501 + client_tail) * MS, Scenario(output_speedup=speedup))
+        assert p.projected_wall == pytest.approx(projected)
+        assert p.client_bound == bound
+
+    def test_the_pace_counts_from_the_calls_own_first_token(self):
+        """A client tail that another interval delays starts late; the client's pace still
+        runs from its own call's first token."""
+        ivs = [*_stream(0, 100, 400, 1, 799, 790, call=1),
+               Interval(0, 600 * MS, "tool", 2)]  # ends after the stream's last byte
+        p = project(ivs, 0, 1_300 * MS, Scenario(output_speedup=2))
+        assert p.projected_wall == pytest.approx(1.3)
+
+    def test_kept_is_the_task_against_its_unpaced_projection(self):
+        ivs = [*_stream(0, 100, 400, 1, 799, 790, call=1),
+               Interval(1_300 * MS, 1_700 * MS, "tool", 9, 0, "run_shell"),
+               Interval(1_350 * MS, 1_650 * MS, "tool", 9, 0, "pytest")]
+        fast = Scenario(output_speedup=2, tool_speedup={"pytest": 3})
+        p = project(ivs, 0, 1_700 * MS, fast)
+        unpaced = project(ivs, 0, 1_700 * MS, Scenario(
+            output_speedup=2, tool_speedup={"pytest": 3}, client_pace=False))
+        assert p.client_kept == pytest.approx(p.projected_wall - unpaced.projected_wall)
+        assert p.client_kept == pytest.approx(0.2)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(busy_stream_st, min_size=1, max_size=4), speedups_st)
+    def test_speedups_never_make_busy_streams_longer(self, streams, scenario):
+        ivs = [iv for stream in streams for iv in stream]
+        end = max(iv.end for iv in ivs)
+        p = project(ivs, 0, end, scenario)
+        assert p.projected_wall <= p.recorded_wall + 1e-9
+        assert project(ivs, 0, end, Scenario()).projected_wall == pytest.approx(
+            p.recorded_wall, abs=1e-9)
+
+    @settings(max_examples=300, deadline=None)
+    @given(busy_stream_st, speedups_st)
+    def test_the_pace_of_one_stream_never_saves_more(self, stream, scenario):
+        end = stream[-1].end
+        kept = project(stream, 0, end, scenario)
+        today = project(stream, 0, end,
+                        Scenario(**{**_fields(scenario), "client_pace": False}))
+        assert today.projected_wall - 1e-9 <= kept.projected_wall
+
+
+def _fields(scenario: Scenario) -> dict:
+    return {name: getattr(scenario, name) for name in Scenario.__dataclass_fields__}

@@ -1,11 +1,12 @@
 """The pure budget engine: standard library only, no OpenTelemetry.
 
 It turns one LLM call's marks into phases (:func:`call_phases`), a task's busy intervals
-into the five-component split of its wall time (:func:`split`), and a recorded task into a
-what-if projection (:func:`project`).  The span processor runs it in-process; the offline
-report runs it on stored traces.  ``budget._tree`` assembles tasks from spans (the task
-tree, shared by the processor and the report).  The component and count names
-(``COMPONENTS``, ``COUNT_NAMES``) are the engine's; ``semconv`` re-exports them.
+into the five-component split of its wall time and the parts of its ``other`` time
+(:func:`split`), and a recorded task into a what-if projection (:func:`project`).  The
+span processor runs it in-process; the offline report runs it on stored traces.
+``budget._tree`` assembles tasks from spans (the task tree, shared by the processor and the
+report).  The component and count names (``COMPONENTS``, ``COUNT_NAMES``) are the engine's;
+``semconv`` re-exports them.
 """
 
 from ._call import (
@@ -23,12 +24,15 @@ from ._interval import (
     COMPONENTS,
     CONNECTION_SETUP_PHASES,
     COUNT_NAMES,
+    OTHER_PARTS,
+    OVERLAY_PHASES,
     PHASE_COMPONENT,
+    PHASE_PART,
     Interval,
     UnknownComponentError,
     component_of,
 )
-from ._split import Budget, split
+from ._split import Budget, other_parts, split
 from ._whatif import Projection, Scenario, connection_setup_saving, project
 
 __all__ = [
@@ -41,8 +45,11 @@ __all__ = [
     "ESTIMATED",
     "Interval",
     "MEASURED",
+    "OTHER_PARTS",
+    "OVERLAY_PHASES",
     "PHASE_COMPONENT",
     "PHASE_ORDER",
+    "PHASE_PART",
     "Projection",
     "SERVER_REPORTED",
     "Scenario",
@@ -50,6 +57,7 @@ __all__ = [
     "call_phases",
     "component_of",
     "connection_setup_saving",
+    "other_parts",
     "phases_to_intervals",
     "project",
     "split",

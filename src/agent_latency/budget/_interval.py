@@ -43,6 +43,27 @@ PHASE_COMPONENT = {
     "other": OTHER,
 }
 
+#: The parts of ``other`` (the client's own time), in priority order: an instant of
+#: ``other`` that two parts claim goes to the earlier one.  ``gc``: garbage-collection
+#: pauses; ``imports``: interpreter start-up and module imports; ``lag``: the program behind
+#: the wire (a response's bytes all arrived, the program still reading them); ``cpu``: the
+#: agent's own CPU time; ``idle``: the rest (waiting on nothing the budget sees).
+GC = "gc"
+IMPORTS = "imports"
+LAG = "lag"
+CPU = "cpu"
+IDLE = "idle"
+OTHER_PARTS = (GC, IMPORTS, LAG, CPU, IDLE)
+
+#: Phases that mark a stretch of the client's own time without making any component
+#: active: a ``gc`` pause or an ``imports`` stretch during an LLM call's prefill is not on
+#: the task's path and takes nothing from the call; only where the task's time is ``other``
+#: does it name that time's part.  They go to the split alone, never into a what-if.
+OVERLAY_PHASES = frozenset({GC, IMPORTS})
+
+#: Phases of ``other`` that are a part of ``other`` by themselves.
+PHASE_PART = {"client_tail": LAG}
+
 #: Phases that a persistent connection would remove (after the first connection).
 CONNECTION_SETUP_PHASES = frozenset({"dns", "connect", "tls", "upgrade"})
 
@@ -70,7 +91,8 @@ class Interval(NamedTuple):
     ``phase`` says what it was (``prefill``, ``tool``, ``dns`` …, see ``PHASE_COMPONENT``);
     ``call`` groups the phases of one LLM call or tool run, so a what-if can find the call's
     token count (``tokens``: output tokens for ``output_generation``, input tokens for
-    ``prefill``) and ``name`` (model or tool name).
+    ``prefill``) and ``name`` (model or tool name).  On a ``client_tail``, ``tokens`` holds
+    the :attr:`lag` instead (it has no tokens of its own).
     """
 
     start: int
@@ -84,6 +106,13 @@ class Interval(NamedTuple):
     def component(self) -> str:
         """The budget component this interval counts as."""
         return component_of(self.phase)
+
+    @property
+    def lag(self) -> int:
+        """A ``client_tail``'s: how far behind the wire the program was at the call's last
+        output token (ns); a client that could not keep up with the stream keeps its pace
+        in a what-if.  0 for any other phase."""
+        return self.tokens if self.phase == "client_tail" else 0
 
     @property
     def duration(self) -> int:

@@ -11,7 +11,14 @@ from typing import Any
 
 from .. import semconv
 from ._call import phases_to_intervals
-from ._interval import COMPONENTS, PHASE_COMPONENT, Interval, UnknownComponentError
+from ._interval import (
+    COMPONENTS,
+    IMPORTS,
+    OTHER_PARTS,
+    PHASE_COMPONENT,
+    Interval,
+    UnknownComponentError,
+)
 from ._split import Budget
 from ._whatif import connection_setup_saving
 
@@ -70,6 +77,10 @@ def span_intervals(
             output_tokens=int(attributes.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, 0) or 0),
             name=str(attributes.get(semconv.GEN_AI_REQUEST_MODEL, "")),
         )
+        lag = attributes.get(semconv.LLM_LAST_TOKEN_LAG)
+        if (isinstance(lag, (int, float)) and 0 < lag < 1e9 and intervals
+                and intervals[-1].phase == "client_tail"):
+            intervals[-1] = intervals[-1]._replace(tokens=round(lag * 1e9))  # its lag
         return intervals, "llm"
     component = attributes.get(semconv.COMPONENT)
     if component is None:
@@ -159,6 +170,7 @@ def budget_attributes(budget: Budget, intervals: Iterable[Any] | None = None, *,
         attrs[semconv.budget_busy(component)] = budget.busy[component]
     for key, value in budget.counts.items():
         attrs[semconv.budget_count(key)] = value
+    attrs.update(other_part_attributes(budget))
     ratio = connection_reuse_ratio(budget.counts)
     if ratio is not None:
         attrs[semconv.BUDGET_CONNECTION_REUSE_RATIO] = ratio
@@ -171,3 +183,36 @@ def budget_attributes(budget: Budget, intervals: Iterable[Any] | None = None, *,
     if (tps := budget.prefill_tokens_per_second) is not None:
         attrs[semconv.BUDGET_PREFILL_TOKENS_PER_SECOND] = tps
     return attrs
+
+
+def startup_overlay(attributes: Mapping[str, Any], start_ns: int) -> list[Interval]:
+    """A process task's start-up (``agent_latency.task.startup`` seconds from its start) as
+    an ``imports`` overlay; none for other tasks."""
+    seconds = attributes.get(semconv.TASK_STARTUP)
+    if not isinstance(seconds, (int, float)) or not seconds > 0:
+        return []
+    return [Interval(start_ns, start_ns + round(min(float(seconds), 1e9) * 1e9), IMPORTS)]
+
+
+def other_part_attributes(budget: Budget) -> dict[str, float]:
+    """The ``agent_latency.budget.other.*`` attributes of a budget whose parts of ``other``
+    were measured (none otherwise: an offline budget would write guesses as facts)."""
+    if not budget.other_measured:
+        return {}
+    parts = budget.other_parts
+    return {semconv.budget_other_part(part): parts[part] for part in OTHER_PARTS}
+
+
+def adopt_other_parts(budget: Budget, attributes: Mapping[str, Any]) -> None:
+    """A stored task's measured parts of ``other`` (its ``agent_latency.budget.other.*``
+    attributes: what only the live process could measure) onto ``budget`` recomputed from
+    its spans: each part at most what is left of ``other`` in priority order, ``idle`` the
+    rest, so they still add up to ``other`` exactly.  Nothing changes without them."""
+    claims: list[float] = []
+    for part in OTHER_PARTS[:-1]:
+        value = attributes.get(semconv.budget_other_part(part))
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return
+        claims.append(float(value))
+    budget.other_claims = tuple(claims)
+    budget.other_measured = True

@@ -1,7 +1,11 @@
-"""Split a task's wall time into the five budget components, exactly."""
+"""Split a task's wall time into the five budget components, and its ``other`` time into
+the client's parts, exactly."""
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,13 +13,21 @@ from typing import Any
 from ._interval import (
     COMPONENTS,
     CONNECTION_SETUP_PHASES,
+    GC,
+    IDLE,
+    IMPORTS,
+    LAG,
     OTHER,
+    OTHER_PARTS,
     PHASE_COMPONENT,
+    PHASE_PART,
     Interval,
     component_of,
 )
 
 _NS = 1e-9
+#: ``other`` at least this share of the wall time: the summary line names its parts.
+LARGE_OTHER = 0.2
 
 
 @dataclass(slots=True)
@@ -25,12 +37,27 @@ class Budget:
     ``shares`` add up to ``wall`` (each instant is divided equally among the components
     active at it; instants with nothing active are ``other``).  ``busy`` is each
     component's plain sum of interval time inside the task and can exceed ``wall``.
+    ``other_claims`` are the seconds of ``other`` that gc, imports, lag and cpu claimed, in
+    that order; ``other_parts`` split ``shares["other"]`` exactly from them (``OTHER_PARTS``:
+    gc, imports, lag, cpu, idle).  ``other_measured`` says the live process measured them
+    (garbage-collection pauses, imports and CPU time): without it only ``lag`` (and a process
+    task's start-up, in ``imports``) is known, and ``idle`` holds the rest.
     """
 
     wall: float
     shares: dict[str, float]
     busy: dict[str, float]
     counts: dict[str, int] = field(default_factory=dict)
+    other_claims: tuple[float, ...] = ()
+    other_measured: bool = False
+
+    @property
+    def other_parts(self) -> dict[str, float]:
+        """``other`` split into its parts, in ``OTHER_PARTS`` order; they add up to it
+        exactly (computed from ``other_claims`` on each use: a report holds many budgets)."""
+        # Fewer claims than parts (none: a budget made by hand) leave the rest idle.
+        claims = dict(zip(OTHER_PARTS, self.other_claims, strict=False))
+        return other_parts(self.shares.get(OTHER, 0.0), claims)
 
     @property
     def output_tokens_per_second(self) -> float | None:
@@ -47,48 +74,83 @@ class Budget:
         return tokens / busy if busy > 0 and tokens else None
 
     def summary(self, name: str) -> str:
-        """The one-line summary the console prints for a finished task."""
+        """The one-line summary the console prints for a finished task; ``other``'s parts
+        when it is a large share of the wall time and they were measured."""
         s = self.shares
-        return (
+        line = (
             f"task {name} {self.wall:.2f}s = output {s['output_generation']:.2f}"
             f" | prefill {s['prefill']:.2f} | tools {s['tool_execution']:.2f}"
             f" | network {s['network_overhead']:.2f} | other {s['other']:.2f}"
         )
+        if self.other_measured and s["other"] >= LARGE_OTHER * self.wall and s["other"] > 0:
+            parts = self.other_parts
+            line += " (" + ", ".join(f"{part} {parts[part]:.2f}" for part in OTHER_PARTS) + ")"
+        return line
 
 
 _INDEX = {c: i for i, c in enumerate(COMPONENTS)}
 _OTHER = _INDEX[OTHER]
 _BITS = tuple(1 << i for i in range(len(COMPONENTS)))
+# Above the components' bits, one bit per part of ``other`` that intervals claim.  A mask
+# of active bits then says both which components share an instant and which part claims
+# ``other``'s share of it.
+_LAG_BIT = 1 << len(COMPONENTS)
+_IMPORTS_BIT = _LAG_BIT << 1
+_GC_BIT = _LAG_BIT << 2
+_CLAIMING = ((GC, _GC_BIT), (IMPORTS, _IMPORTS_BIT), (LAG, _LAG_BIT))  # priority order
+_CLAIMED = _GC_BIT | _IMPORTS_BIT | _LAG_BIT
+_PART_BIT = dict(_CLAIMING)
+# One bit per phase: its component's, or an overlay's own.
 _PHASE_BITS = {
     **{phase: 1 << _INDEX[component] for phase, component in PHASE_COMPONENT.items()},
     **{component: 1 << i for i, component in enumerate(COMPONENTS)},
+    GC: _GC_BIT,
+    IMPORTS: _IMPORTS_BIT,
 }
-# The component indexes in each bit mask of active components.
+# Phases that also claim a part of ``other`` (``client_tail``: lag): a second pair of events.
+_PHASE_PART_BIT = {phase: _PART_BIT[part] for phase, part in PHASE_PART.items()}
+_SINGLE_BITS = tuple(1 << i for i in range(_GC_BIT.bit_length()))
+# The component indexes in each bit mask (the parts' bits are no component).
 _MEMBERS = [tuple(i for i in range(len(COMPONENTS)) if m >> i & 1)
-            for m in range(1 << len(COMPONENTS))]
+            for m in range(_GC_BIT << 1)]
 
 
 def split(
     intervals: Iterable[Interval | tuple[Any, ...]], start_ns: int, end_ns: int,
-    counts: Mapping[str, int] | None = None,
+    counts: Mapping[str, int] | None = None, *,
+    cpu: Iterable[tuple[int, int]] | None = None,
 ) -> Budget:
-    """Split ``[start_ns, end_ns]`` among the components of ``intervals``.
+    """Split ``[start_ns, end_ns]`` among the components of ``intervals``, and ``other``
+    among its parts.
 
-    Intervals are clipped to the task; backwards or empty ones are ignored.  The result
-    does not depend on the order of ``intervals``.
+    Intervals are clipped to the task; backwards or empty ones are ignored.  Intervals of the
+    overlay phases (``gc``, ``imports``) make no component active: they name the part of
+    ``other`` time they cover.  ``cpu`` holds the process's CPU time sampled during the task,
+    ``(time ns, CPU ns)``: each stretch between two samples puts its CPU time on that
+    stretch's unclaimed ``other`` time, at most all of it (samples at an overlay's edges keep
+    its CPU time out of the agent's).  Given ``cpu`` (even empty), the parts count as
+    measured.  The result does not depend on the order of ``intervals`` or ``cpu``.
     """
     end_ns = max(end_ns, start_ns)
-    busy_ns = dict.fromkeys(_BITS, 0)
+    busy_ns = dict.fromkeys(_SINGLE_BITS, 0)
+    events = _events(intervals, start_ns, end_ns, busy_ns)
+    windows = None
+    if cpu is not None:
+        # Samples just outside the task (its end read a moment after it) count at its edge.
+        samples = sorted((min(max(t, start_ns), end_ns), c) for t, c in cpu)
+        windows = CpuWindows(c for _, c in samples)
+        events.extend((t, 0) for t, _ in samples)
     by_mask: dict[int, int] = {}
-    _sweep(_events(intervals, start_ns, end_ns, busy_ns), start_ns, end_ns, by_mask)
-    return _budget(by_mask, busy_ns, end_ns - start_ns, counts)
+    _sweep(events, start_ns, end_ns, by_mask, windows)
+    return _budget(by_mask, busy_ns, end_ns - start_ns, counts, windows)
 
 
 def _events(intervals: Iterable[Interval | tuple[Any, ...]], start_ns: int, end_ns: int,
             busy_ns: dict[int, int]) -> list[tuple[int, int]]:
-    """Sweep events (time, +bit when a component's interval opens, -bit when it closes) of
+    """Sweep events (time, +bits when an interval opens, -bits when it closes) of
     ``intervals`` clipped to ``[start_ns, end_ns]``, their time added to ``busy_ns``."""
     bits = _PHASE_BITS
+    parts = _PHASE_PART_BIT
     events: list[tuple[int, int]] = []
     append = events.append
     for iv in intervals:
@@ -97,20 +159,26 @@ def _events(intervals: Iterable[Interval | tuple[Any, ...]], start_ns: int, end_
         e = iv[1] if iv[1] < end_ns else end_ns
         if e <= s:
             continue
-        bit = bits.get(iv[2]) or 1 << _INDEX[component_of(iv[2])]
+        phase = iv[2]
+        bit = bits.get(phase) or 1 << _INDEX[component_of(phase)]
         busy_ns[bit] += e - s
         append((s, bit))
         append((e, -bit))
+        if phase in parts:
+            part = parts[phase]
+            append((s, part))
+            append((e, -part))
     return events
 
 
 def _sweep(events: list[tuple[int, int]], start_ns: int, end_ns: int,
-           by_mask: dict[int, int]) -> None:
+           by_mask: dict[int, int], cpu: CpuWindows | None = None) -> None:
     """Add to ``by_mask`` the time of ``[start_ns, end_ns]`` spent under each set of active
-    components (a bit mask).  Time with the same set is summed per set, and only at the end
-    divided among the set's members: the loop does one addition per event."""
+    bits (a mask).  Time with the same set is summed per set, and only at the end divided
+    among the set's members: the loop does one addition per event.  With ``cpu``, an event of
+    bit 0 is a CPU sample: ``cpu`` is told the totals up to its time."""
     events.sort()
-    active = dict.fromkeys(_BITS, 0)
+    active = dict.fromkeys(_SINGLE_BITS, 0)
     mask = 0
     cursor = start_ns
     for t, bit in events:
@@ -121,38 +189,122 @@ def _sweep(events: list[tuple[int, int]], start_ns: int, end_ns: int,
             if not active[bit]:
                 mask |= bit
             active[bit] += 1
-        else:
+        elif bit:
             bit = -bit
             active[bit] -= 1
             if not active[bit]:
                 mask &= ~bit
+        elif cpu is not None:
+            cpu.sample(by_mask)
     if end_ns > cursor:
         by_mask[mask] = by_mask.get(mask, 0) + (end_ns - cursor)
 
 
+def _other_ns(mask: int, ns: float) -> float:
+    """``other``'s share of ``ns`` spent under ``mask``."""
+    members = _MEMBERS[mask]
+    if not members:
+        return ns
+    if _OTHER in members:
+        return ns / len(members)
+    return 0.0
+
+
+# The share of an instant under each mask that is unclaimed ``other`` time.
+_FREE = [0.0 if m & _CLAIMED else _other_ns(m, 1.0) for m in range(_GC_BIT << 1)]
+
+
+class CpuWindows:
+    """CPU samples met by the sweep: the CPU time of each stretch between two samples
+    placed on the stretch's unclaimed ``other`` time (at most all of it), summed in
+    ``cpu_ns``.  Samples at the edges of a garbage-collection pause or an import make it a
+    stretch of its own, whose CPU time is the pause's or the import's, not the agent's."""
+
+    __slots__ = ("_free_at", "_last", "_values", "cpu_ns")
+
+    def __init__(self, values: Iterable[int] = ()) -> None:
+        self._values: deque[int] = deque(values)
+        self._last: int | None = None
+        self._free_at = 0.0
+        self.cpu_ns = 0.0
+
+    def extend(self, values: Iterable[int]) -> None:
+        """CPU times of samples still to be swept, in time order (a split kept as intervals
+        arrive adds them as they come; their times go into the sweep as events of bit 0)."""
+        self._values.extend(values)
+
+    def copy(self) -> CpuWindows:
+        """The same state, to sweep on without changing this one."""
+        other = CpuWindows(self._values)
+        other._last, other._free_at, other.cpu_ns = self._last, self._free_at, self.cpu_ns
+        return other
+
+    def sample(self, by_mask: Mapping[int, int]) -> None:
+        """The sweep met the next sample, ``by_mask`` the time up to it under each mask."""
+        cpu = self._values.popleft()
+        free_table = _FREE
+        free = sum(ns * free_table[mask] for mask, ns in by_mask.items())
+        if self._last is not None:
+            self.cpu_ns += min(max(cpu - self._last, 0), free - self._free_at)
+        self._last = cpu
+        self._free_at = free
+
+
 def _budget(by_mask: Mapping[int, int], busy_ns: Mapping[int, int], wall_ns: int,
-            counts: Mapping[str, int] | None) -> Budget:
+            counts: Mapping[str, int] | None, cpu: CpuWindows | None = None) -> Budget:
     n = len(COMPONENTS)
     shares_ns = [0.0] * n
+    claimed = dict.fromkeys((GC, IMPORTS, LAG), 0.0)
     for m, ns in by_mask.items():
         members = _MEMBERS[m]
         if not members:
             shares_ns[_OTHER] += ns
-            continue
-        part = ns / len(members)
-        for i in members:
-            shares_ns[i] += part
+        else:
+            part = ns / len(members)
+            for i in members:
+                shares_ns[i] += part
+        if m & _CLAIMED:
+            for name, bit in _CLAIMING:
+                if m & bit:
+                    claimed[name] += _other_ns(m, ns)
+                    break
     # Floating division leaves at most a few ulps; put the residue on the largest share so
     # the five add up to the wall time to the last bit that a double can hold.
     residue = wall_ns - sum(shares_ns)
     largest = max(range(n), key=lambda i: shares_ns[i])
     shares_ns[largest] = max(shares_ns[largest] + residue, 0.0)
+    claims = (claimed[GC] * _NS, claimed[IMPORTS] * _NS, claimed[LAG] * _NS,
+              cpu.cpu_ns * _NS if cpu is not None else 0.0)
     return Budget(
         wall=wall_ns * _NS,
         shares={c: shares_ns[i] * _NS for i, c in enumerate(COMPONENTS)},
         busy={c: busy_ns[1 << i] * _NS for i, c in enumerate(COMPONENTS)},
         counts=dict(counts or {}),
+        other_claims=claims if any(claims) else (),  # most stored tasks: all idle
+        other_measured=cpu is not None,
     )
+
+
+def other_parts(other: float, claims: Mapping[str, float]) -> dict[str, float]:
+    """``other`` seconds split into ``OTHER_PARTS``: each part takes what it claims, in
+    priority order, at most what is left; ``idle`` takes the rest.  Each part is >= 0 and,
+    added up in any order, they give ``other`` exactly: every part is a whole number of
+    ``other``'s last bit (at most one bit less than its claim), so no sum of them rounds."""
+    other = max(other, 0.0) if math.isfinite(other) else 0.0
+    bit = math.ulp(other)
+    parts: dict[str, float] = {}
+    left = other
+    for name in OTHER_PARTS[:-1]:
+        claim = float(claims.get(name, 0.0))
+        value = min(claim, left) if claim > 0 and math.isfinite(claim) else 0.0
+        value = math.floor(value / bit) * bit
+        parts[name] = value
+        left -= value
+    parts[IDLE] = left
+    return parts
+
+
+MAX_CPU_SAMPLES = 4096
 
 
 class RunningSplit:
@@ -168,19 +320,25 @@ class RunningSplit:
     the time it was told) counts in full in ``busy``; its folded part cannot be placed among
     the shares any more and is counted in ``late_ns``.
 
+    The parts of ``other`` fold the same way: overlays (``gc``, ``imports``) are intervals
+    like any other (added before the fold passes them), and :meth:`sample` takes the CPU
+    samples, swept with the intervals; a sample older than the fold is dropped.
+
     It also keeps the one what-if figure a live task reports, the setup time a persistent
     connection would have saved (:func:`~agent_latency.budget.connection_setup_saving`).
     """
 
-    __slots__ = ("busy_ns", "by_mask", "first_setup", "folded_to", "late_ns", "pending",
-                 "setup_first_ns", "setup_ns", "start_ns")
+    __slots__ = ("busy_ns", "by_mask", "cpu", "first_setup", "folded_to", "late_ns",
+                 "pending", "samples", "setup_first_ns", "setup_ns", "start_ns")
 
     def __init__(self, start_ns: int) -> None:
         self.start_ns = start_ns
         self.folded_to = start_ns  # everything before it is in by_mask and busy_ns
         self.pending: list[tuple[Any, ...]] = []  # intervals (or their parts) after it
+        self.samples: list[tuple[int, int]] = []  # CPU samples after it
         self.by_mask: dict[int, int] = {}
-        self.busy_ns = dict.fromkeys(_BITS, 0)
+        self.busy_ns = dict.fromkeys(_SINGLE_BITS, 0)
+        self.cpu = CpuWindows()
         self.late_ns = 0
         self.setup_ns = 0  # connection setup, every call
         self.setup_first_ns = 0  # connection setup of the call with the first one
@@ -203,6 +361,17 @@ class RunningSplit:
                 self.busy_ns[_PHASE_BITS.get(iv[2]) or 1 << _INDEX[component_of(iv[2])]] += e - s
             if iv[1] > folded_to:
                 pending.append((folded_to, *iv[1:]))
+
+    def sample(self, samples: Iterable[tuple[int, int]]) -> None:
+        """CPU samples ``(time ns, CPU ns)`` of the process during the task (at most
+        ``MAX_CPU_SAMPLES`` wait for a fold: past that every other one is dropped, and the
+        stretches between those left are longer; each still bounds its CPU time by its own
+        other time)."""
+        # One read a moment before the task started counts at its start, as in split().
+        start, folded_to = self.start_ns, self.folded_to
+        self.samples.extend((max(t, start), c) for t, c in samples if max(t, start) >= folded_to)
+        if len(self.samples) > MAX_CPU_SAMPLES:
+            self.samples = sorted(self.samples)[::2]
 
     def _setup(self, iv: Interval | tuple[Any, ...]) -> None:
         duration = iv[1] - iv[0]
@@ -236,13 +405,18 @@ class RunningSplit:
             ready.append(iv)
             if iv[1] > until_ns:
                 keep.append((until_ns, *iv[1:]))
-        _sweep(_events(ready, self.folded_to, until_ns, self.busy_ns), self.folded_to,
-               until_ns, self.by_mask)
+        events = _events(ready, self.folded_to, until_ns, self.busy_ns)
+        samples = sorted(self.samples)
+        cut = bisect_left(samples, (until_ns,))
+        self.cpu.extend(c for _, c in samples[:cut])
+        events.extend((t, 0) for t, _ in samples[:cut])
+        _sweep(events, self.folded_to, until_ns, self.by_mask, self.cpu)
         self.folded_to = until_ns
         self.pending = keep
+        self.samples = samples[cut:]
 
     def finish(self, end_ns: int, counts: Mapping[str, int] | None = None) -> Budget:
-        """The budget of ``[start_ns, end_ns]``.
+        """The budget of ``[start_ns, end_ns]``, its parts of ``other`` measured.
 
         A task that ends before time already folded (its end given in the past, or a span
         of it ending on another thread while it ended) keeps the proportions of the folded
@@ -252,11 +426,16 @@ class RunningSplit:
         wall_ns = end_ns - self.start_ns
         by_mask = dict(self.by_mask)
         busy_ns = dict(self.busy_ns)
+        cpu = self.cpu.copy()
         if end_ns >= self.folded_to:
-            _sweep(_events(self.pending, self.folded_to, end_ns, busy_ns), self.folded_to,
-                   end_ns, by_mask)
+            events = _events(self.pending, self.folded_to, end_ns, busy_ns)
+            # Samples just after the end (read a moment after it) count at its edge.
+            samples = sorted((min(t, end_ns), c) for t, c in self.samples)
+            cpu.extend(c for _, c in samples)
+            events.extend((t, 0) for t, _ in samples)
+            _sweep(events, self.folded_to, end_ns, by_mask, cpu)
         else:
             folded = self.folded_to - self.start_ns
             by_mask = {m: ns * wall_ns // folded for m, ns in by_mask.items()}
             by_mask[0] = by_mask.get(0, 0) + wall_ns - sum(by_mask.values())
-        return _budget(by_mask, busy_ns, wall_ns, counts)
+        return _budget(by_mask, busy_ns, wall_ns, counts, cpu)

@@ -17,11 +17,12 @@ from ``budget`` and this module reads ``semconv``'s LLM attribute names (through
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from typing import Any, Protocol
 
 from .. import semconv
 from ._interval import COMPONENTS, COUNT_NAMES, Interval, UnknownComponentError
-from ._spans import count_span, is_tool, span_intervals
+from ._spans import adopt_other_parts, count_span, is_tool, span_intervals, startup_overlay
 from ._split import Budget, split
 
 TASK_NAME = semconv.TASK_NAME
@@ -38,9 +39,11 @@ class TaskNode:
 
     ``key`` identifies the task's span (the processor's span id, the report's
     ``(trace id, span id)``); ``span`` is the report's stored span (``None`` live).
+    ``overlays`` are stretches of the client's own time known from the task span itself (a
+    process task's start-up).
     """
 
-    __slots__ = ("budget", "counts", "intervals", "key", "name", "parent", "span",
+    __slots__ = ("budget", "counts", "intervals", "key", "name", "overlays", "parent", "span",
                  "start_ns")
 
     def __init__(self, key: Any, name: str, start_ns: int,
@@ -53,6 +56,8 @@ class TaskNode:
         self.intervals: list[Interval] = []
         self.counts: dict[str, int] = dict.fromkeys(COUNT_NAMES, 0)
         self.budget: Budget | None = None
+        # An empty tuple until there is one (a report holds many tasks, most with none).
+        self.overlays: Sequence[Interval] = ()
 
     @property
     def did_agent_work(self) -> bool:
@@ -96,7 +101,8 @@ class TaskNode:
 
     def finish(self, end_ns: int) -> Budget:
         """Split this task's wall time (start to ``end_ns``) and remember the budget."""
-        self.budget = split(self.intervals, self.start_ns, end_ns, dict(self.counts))
+        self.budget = split(chain(self.intervals, self.overlays), self.start_ns, end_ns,
+                            dict(self.counts))
         return self.budget
 
 
@@ -129,7 +135,8 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
     for s in spans:
         if TASK_NAME in s.attributes:
             key = (s.trace_id, s.span_id)
-            tasks[key] = TaskNode(key, str(s.attributes[TASK_NAME]), s.start_ns, span=s)
+            node = tasks[key] = TaskNode(key, str(s.attributes[TASK_NAME]), s.start_ns, span=s)
+            node.overlays = startup_overlay(s.attributes, s.start_ns)
     problems: list[str] = []
     orphans = 0  # LLM calls and tools no task encloses
     ancestry = _Ancestry(by_id, tasks)
@@ -184,7 +191,8 @@ def assemble(spans: Sequence[SpanRecord], *, keep_intervals: bool = True,
         if task.parent is not None:
             task.parent.absorb(task)
     for task in ordered:
-        task.finish(max(task.span.end_ns, task.start_ns))
+        adopt_other_parts(task.finish(max(task.span.end_ns, task.start_ns)),
+                          task.span.attributes)
     if not keep_intervals:
         for task in ordered:
             task.intervals = []

@@ -33,6 +33,8 @@ class Scenario:
     each output token took as the client saw it (output generation) where ``output_tps`` does
     not replace it: an absolute rate is the stream's rate as the client sees it, per-token
     overhead included, so it is not cut again.  ``extra`` holds further custom changes.
+    ``client_pace`` (on by default) keeps the pace of a client that could not keep up with
+    a stream: a faster model does not make it read faster (see :func:`project`).
     """
 
     output_speedup: float | None = None
@@ -45,6 +47,7 @@ class Scenario:
     tool_speedup: float | dict[str, float] | None = None
     per_token_reduction: float | None = None
     extra: list[Change] = field(default_factory=list)
+    client_pace: bool = True
 
     def __post_init__(self) -> None:
         for name in ("output_speedup", "output_tps", "prefill_speedup", "prefill_tps"):
@@ -134,13 +137,30 @@ def preset(name: str, **overrides: object) -> Scenario:
     return Scenario(**{**fields, **overrides})  # type: ignore[arg-type]  # Scenario's own field names
 
 
+#: A stream's client was behind the wire at its last output token by at least this much, and
+#: this share of the stream's output generation: it could not keep up (a pause near the end
+#: makes a shorter lag), and its pace is kept.
+CLIENT_BEHIND_NS = 5_000_000
+CLIENT_BEHIND_SHARE = 0.25
+
+
 @dataclass(slots=True)
 class Projection:
-    """A what-if result: the recorded and projected wall time and the new schedule."""
+    """A what-if result: the recorded and projected wall time and the new schedule.
+
+    ``client_bound`` counts the LLM calls (of ``llm_calls`` with output generation) whose
+    projected end the client's own pace set: it read the stream slower than the server sent
+    it, and would still.  ``client_kept`` is how much later the task ends for it (s): the
+    projection less the same projection as if the client could read at any speed — the
+    saving a faster model does not bring to a busy client.
+    """
 
     recorded_wall: float
     projected_wall: float
     schedule: list[tuple[Interval, int, int]]
+    llm_calls: int = 0
+    client_bound: int = 0
+    client_kept: float = 0.0
 
     @property
     def saved(self) -> float:
@@ -156,7 +176,16 @@ class Projection:
 def project(
     intervals: Iterable[Interval], start_ns: int, end_ns: int, scenario: Scenario,
 ) -> Projection:
-    """Recompute the earliest schedule of a task's intervals under ``scenario``."""
+    """Recompute the earliest schedule of a task's intervals under ``scenario``.
+
+    A streamed call whose client was behind the wire at the last output token (its
+    ``client_tail`` carries the ``lag``; at least ``CLIENT_BEHIND_NS`` and
+    ``CLIENT_BEHIND_SHARE`` of its output generation) keeps the client's pace: from the
+    first token's arrival, the client hands the last token over no earlier than it did
+    (the server's faster stream waits in the socket), then does its final work; so its
+    ``client_tail`` grows by what the server would save.  A client that kept up is
+    not held back (its ``client_tail`` is kept as it was).
+    """
     end_ns = max(end_ns, start_ns)
     # Clip to the task as the split does, so both see the same intervals.
     clipped = (
@@ -169,6 +198,7 @@ def project(
     )
     for iv in ivs:
         iv.component  # noqa: B018 - raises UnknownComponentError early, with a clear message
+    clipped_ivs = ivs
     ivs, durations = _fold_nested_tools(ivs, scenario)
     if scenario.persistent_connection:
         # The task's first connection is still opened once.
@@ -178,6 +208,8 @@ def project(
             for iv in ivs:
                 if iv.call == first and iv.phase in CONNECTION_SETUP_PHASES:
                     durations[id(iv)] = kept.duration(iv)
+    llm_calls, client_bound, floors = _client_pace(ivs, scenario, durations)
+    generation_starts = {og: 0.0 for og, _, _ in floors.values()}
     schedule: list[tuple[Interval, int, int]] = []
     # Finished intervals waiting to become predecessors, keyed by recorded end.  Projected
     # times are floats relative to the task start: epoch nanoseconds exceed a double's
@@ -194,17 +226,77 @@ def project(
         new_start = last_new_end + gap
         duration = durations.get(id(iv))
         new_end = new_start + (scenario.duration(iv) if duration is None else duration)
+        if id(iv) in generation_starts:
+            generation_starts[id(iv)] = new_start
+        floor = floors.get(id(iv))
+        if floor is not None:
+            # A client behind the wire: done after its own pace allows, then its final work.
+            og, handed_over, final = floor
+            new_end = max(generation_starts[og] + handed_over, new_start) + final
         schedule.append((iv, start_ns + round(new_start), start_ns + round(new_end)))
         heapq.heappush(pending, (iv.end, i, new_end))
     for rec_end, _, new_end in pending:
         last_end = max(last_end, rec_end)
         last_new_end = max(last_new_end, new_end)
     projected_end = last_new_end + max(end_ns - last_end, 0)
+    client_kept = 0.0
+    if client_bound:
+        unpaced = project(clipped_ivs, start_ns, end_ns, replace(scenario, client_pace=False))
+        client_kept = max(projected_end * 1e-9 - unpaced.projected_wall, 0.0)
     return Projection(
         recorded_wall=(end_ns - start_ns) * 1e-9,
         projected_wall=max(projected_end, 0.0) * 1e-9,
         schedule=schedule,
+        llm_calls=llm_calls,
+        client_bound=client_bound,
+        client_kept=client_kept,
     )
+
+
+def _client_pace(ivs: list[Interval], scenario: Scenario, durations: dict[int, float],
+                 ) -> tuple[int, int, dict[int, tuple[int, float, float]]]:
+    """The clients that were behind the wire (see :func:`project`).  Returns the LLM calls
+    with output generation, those whose client's pace holds them back, and for each such
+    call's ``client_tail`` (by id): its output generation's id, when the client hands the
+    last token over (ns after that interval's projected start), and its work after it had
+    both the last token and the last byte (ns)."""
+    ends: dict[tuple[int, int, str], Interval] = {}
+    calls = 0
+    for iv in ivs:
+        if iv.phase == "output_generation":
+            calls += 1
+            ends[(iv.call, iv.end, iv.phase)] = iv
+        elif iv.phase == "tail":
+            ends[(iv.call, iv.end, iv.phase)] = iv
+    bound = 0
+    floors: dict[int, tuple[int, float, float]] = {}
+    if not scenario.client_pace:
+        return calls, bound, floors
+    for ct in ivs:
+        lag = ct.lag if ct.phase == "client_tail" else 0
+        if lag <= 0:
+            continue
+        # The call's phases tile its span: its tail ends where its client tail starts, its
+        # output generation where the tail (or, without one, the client tail) starts.
+        tail = ends.get((ct.call, ct.start, "tail"))
+        og = ends.get((ct.call, tail.start if tail is not None else ct.start,
+                       "output_generation"))
+        if og is None:
+            continue
+        generation = og.duration
+        if lag < max(CLIENT_BEHIND_NS, CLIENT_BEHIND_SHARE * generation):
+            continue  # it kept up: nothing of its pace limits a faster server
+        wire_tail = tail.duration if tail is not None else 0
+        new_generation = durations.get(id(og), scenario.duration(og))
+        # Recorded, from the first token's arrival: the last token handed over at
+        # ``generation + lag``, the last byte at ``generation + wire_tail``; the client's
+        # work after it had both is ``final``.  Projected, it hands the last token over no
+        # earlier than it did, nor before the server sends it.
+        final = max(ct.duration - max(lag - wire_tail, 0), 0)
+        floors[id(ct)] = (id(og), max(new_generation, generation + lag), final)
+        if generation + lag > new_generation:
+            bound += 1
+    return calls, bound, floors
 
 
 def first_setup_call(intervals: Iterable[Interval | tuple[Any, ...]]) -> int | None:

@@ -25,7 +25,7 @@ from typing import Any
 from ..budget import COMPONENTS, Budget, Scenario, component_of, project
 from ._compare import LABELS as METRIC_LABELS
 from ._compare import Comparison
-from ._render import LABELS
+from ._render import LABELS, other_parts_line
 from ._stats import summarize
 from ._tasks import StoredTask
 from ._text import html_finalize
@@ -208,6 +208,7 @@ def _waterfall(task: StoredTask, nested: Sequence[StoredTask] = ()) -> dict[str,
         "shares": [{"label": LABELS[c], "seconds": budget.shares[c],
                     "pct": 100 * budget.shares[c] / (budget.wall or 1),
                     "colour": COMPONENT_COLOURS[c]} for c in COMPONENTS],
+        "other_parts": other_parts_line(budget),
         "rows": rows, "ticks": ticks, "height": 20 + len(rows) * ROW_HEIGHT + 22,
         "width": WIDTH, "label_width": LABEL_WIDTH,
     }
@@ -281,14 +282,16 @@ def _whatif(tasks: Sequence[StoredTask]) -> dict[str, Any]:
         cells: list[dict[str, float] | None] = []
         for _, scenario in SCENARIOS:
             try:
-                projected = statistics.median(
-                    project(t.intervals, t.span.start_ns, t.span.end_ns, scenario)
-                    .projected_wall for t in members)
+                projections = [project(t.intervals, t.span.start_ns, t.span.end_ns, scenario)
+                               for t in members]
             except ValueError:  # a scenario this task's data cannot answer
                 cells.append(None)
                 continue
+            projected = statistics.median(p.projected_wall for p in projections)
+            kept = statistics.median(p.client_kept for p in projections)
             cells.append({"seconds": projected,
-                          "pct": 100 * (projected - recorded) / (recorded or 1)})
+                          "pct": 100 * (projected - recorded) / (recorded or 1),
+                          "client_kept": kept})
         rows.append({"name": name, "count": len(members), "recorded": recorded,
                      "cells": cells})
     return {"scenarios": [label for label, _ in SCENARIOS], "rows": rows}

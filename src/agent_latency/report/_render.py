@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
-from ..budget import COMPONENTS, Budget, Projection
+from ..budget import COMPONENTS, OTHER_PARTS, Budget, Projection
 from ._text import safe_text as _t
 
 LABELS = {
@@ -48,6 +48,17 @@ def counts_line(budget: Budget) -> str:
     return ", ".join(parts) or "no LLM or tool calls recorded"
 
 
+def other_parts_line(budget: Budget) -> str:
+    """``other``'s parts as one line (empty when the task has no other time)."""
+    if budget.shares["other"] <= 0:
+        return ""
+    parts = budget.other_parts
+    line = "other = " + " + ".join(f"{part} {parts[part]:.3f}" for part in OTHER_PARTS) + " s"
+    if not budget.other_measured:
+        line += " (gc, imports and cpu need the live process: not stored with this task)"
+    return line
+
+
 def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> None:
     """Print one task's budget as a table with a bar per component."""
     out = stream or sys.stdout
@@ -59,6 +70,8 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> N
             print(f"  {label:<18} {share:9.3f} s {pct:6.1f} %  busy {busy:9.3f} s  "
                   f"{_bar(pct)}", file=out)
         print(f"  {counts_line(budget)}", file=out)
+        if line := other_parts_line(budget):
+            print(f"  {line}", file=out)
         return
     from rich.table import Table
     from rich.text import Text
@@ -73,6 +86,8 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> N
     for label, share, pct, busy in budget_rows(budget):
         table.add_row(label, f"{share:.3f}", f"{pct:.1f}", f"{busy:.3f}", _bar(pct))
     console.print(table)
+    if line := other_parts_line(budget):
+        console.print(f"  {line}")
     console.print(f"  {counts_line(budget)}\n")
 
 
@@ -85,6 +100,18 @@ def render_projection(name: str, scenario: str, projection: Projection,
           f"{projection.projected_wall:.3f} s with {scenario} "
           f"({'-' if saved >= 0 else '+'}{abs(saved):.3f} s, "
           f"{projection.speedup:.2f}x)", file=out)
+    if projection.client_bound:
+        print(f"  {client_bound_line(projection)}", file=out)
+
+
+def client_bound_line(projection: Projection) -> str:
+    """The what-if's word on a client that is the bottleneck (empty when it is not)."""
+    if not projection.client_bound:
+        return ""
+    return (f"the client is the bottleneck in {projection.client_bound} of "
+            f"{projection.llm_calls} LLM calls: it read their streams slower than the "
+            f"server sent them, and a faster model does not make it read faster "
+            f"(its pace keeps {projection.client_kept:.3f} s of the saving)")
 
 
 def _bar(pct: float, width: int = 20) -> str:

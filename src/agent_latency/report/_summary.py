@@ -312,6 +312,7 @@ def task_json(task: TaskNode) -> dict[str, Any]:
         "service": span.service, "start": iso_time(span.start_ns),
         "start_unix_nano": span.start_ns, "wall": budget.wall, "shares": budget.shares,
         "busy": budget.busy, "counts": budget.counts,
+        "other_parts": budget.other_parts, "other_measured": budget.other_measured,
         "output_tokens_per_second": budget.output_tokens_per_second,
         "prefill_tokens_per_second": budget.prefill_tokens_per_second,
         "parent_task": task.parent.name if task.parent is not None else None,

@@ -179,7 +179,10 @@ def main(argv: list[str]) -> int:
             print(json.dumps({"task": task.name, "trace_id": task.span.trace_id,
                               "scenario": described,
                               "recorded_wall": projection.recorded_wall,
-                              "projected_wall": projection.projected_wall}))
+                              "projected_wall": projection.projected_wall,
+                              "llm_calls": projection.llm_calls,
+                              "client_bound_calls": projection.client_bound,
+                              "client_kept": projection.client_kept}))
         else:
             render_projection(task.name, described, projection)
     return BAD_INPUT if problems else 0

@@ -140,6 +140,10 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
                             semconv.LLM_LAST_TOKEN_BOUND)
         if first is not None:
             attrs[semconv.LLM_CLIENT_LAG] = max(call.t_first - first.t, 0.0)
+        last = call.last_arrival
+        attrs[semconv.LLM_LAST_TOKEN_LAG] = (
+            max(call.t_last - last.t, 0.0)
+            if last is not None and call.t_last is not None else 0.0)
         busy = _client_busy(call)
         if busy is not None:
             attrs[semconv.LLM_CLIENT_BUSY] = busy
