@@ -15,6 +15,7 @@ from typing import IO, Any, NoReturn
 
 from ._read import TraceFileError
 from ._text import safe_text
+from ._times import iso_time
 
 #: Exit status for bad input (unreadable files, malformed lines, bad arguments).
 BAD_INPUT = 2
@@ -149,8 +150,6 @@ class Selection:
 
 
 def _iso(ns: int) -> str:
-    from ._summary import iso_time
-
     return iso_time(ns)
 
 

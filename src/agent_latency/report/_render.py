@@ -7,6 +7,7 @@ from typing import IO, Any
 
 from ..budget import COMPONENTS, OTHER_PARTS, Budget, Projection
 from ._text import safe_text as _t
+from ._times import iso_time
 
 LABELS = {
     "output_generation": "output generation",
@@ -153,8 +154,6 @@ def render_summary(summary: Any, source: str, filters: str = "",
                    stream: IO[str] | None = None) -> None:
     """Print the fleet summary: percentiles per task name and across all tasks, per model,
     and the slowest tasks, LLM calls and tools."""
-    from ._summary import iso_time
-
     out = stream or sys.stdout
     data = summary.to_json()
     names = data["by_name"]

@@ -11,7 +11,6 @@ import dataclasses
 import heapq
 from array import array
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from typing import Any
 
 from .. import semconv
@@ -19,6 +18,7 @@ from ..budget import COMPONENTS
 from ..budget._tree import TaskNode
 from ._read import StoredSpan
 from ._stats import summarize
+from ._times import iso_time
 
 SCHEMA = 1
 
@@ -318,11 +318,3 @@ def task_json(task: TaskNode) -> dict[str, Any]:
         "parent_task": task.parent.name if task.parent is not None else None,
     }
 
-
-def iso_time(ns: int) -> str:
-    """Epoch nanoseconds as an ISO 8601 UTC time with milliseconds."""
-    try:
-        return datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat(
-            timespec="milliseconds").replace("+00:00", "Z")
-    except (OverflowError, OSError, ValueError):
-        return str(ns)

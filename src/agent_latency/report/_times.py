@@ -11,10 +11,19 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from datetime import datetime, timezone
+from typing import Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from ._read import StoredSpan
+
+class _Timed(Protocol):
+    """What the check reads of a span (the reader's ``StoredSpan``)."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+
+
+Timed = TypeVar("Timed", bound=_Timed)
 
 #: 2000-01-01T00:00:00Z in epoch nanoseconds: nothing this library wrote is older.
 EARLIEST_NS = 946_684_800 * 1_000_000_000
@@ -35,7 +44,7 @@ class TimeCheck:
         self.problems = problems
         self._reported: set[str] = set()
 
-    def keep(self, spans: list[StoredSpan], source: str, at: str = "") -> list[StoredSpan]:
+    def keep(self, spans: list[Timed], source: str, at: str = "") -> list[Timed]:
         """``spans`` less those with times out of range; ``source`` names where they came
         from (one problem line each), ``at`` where in it (``line 12``, a URL)."""
         earliest, latest = self.earliest, self.latest
@@ -54,7 +63,7 @@ class TimeCheck:
                 f"span {first.name!r} {self._why(first)}")
         return kept
 
-    def _why(self, span: StoredSpan) -> str:
+    def _why(self, span: _Timed) -> str:
         if span.end_ns < span.start_ns:
             return f"ends {_seconds(span.start_ns - span.end_ns)} before it starts"
         if span.start_ns < self.earliest:
@@ -68,8 +77,6 @@ def _seconds(ns: int) -> str:
 
 def _moment(ns: int) -> str:
     """Epoch nanoseconds as an ISO time, or as a power of ten when no calendar holds it."""
-    from ._summary import iso_time
-
     if abs(ns) < 1 << 62:
         text = iso_time(ns)
         if not text.lstrip("-").isdigit():
@@ -95,3 +102,12 @@ def drop_repeats(problems: Iterable[str]) -> list[str]:
             seen.add(source)
         out.append(problem)
     return out
+
+
+def iso_time(ns: int) -> str:
+    """Epoch nanoseconds as an ISO 8601 UTC time with milliseconds."""
+    try:
+        return datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat(
+            timespec="milliseconds").replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return str(ns)

@@ -11,7 +11,10 @@ body). ``429``/``500``/``529`` are accepted as aliases. Keys: ``p`` (probability
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any
+
+from ._limits import FAULT_OPTIONS, OVERRIDES
 
 KINDS = ("rate_limit", "server_error", "overloaded", "cut", "slow_headers", "malformed")
 _ALIASES = {"429": "rate_limit", "500": "server_error", "529": "overloaded",
@@ -30,8 +33,6 @@ class Fault:
         kind = _ALIASES.get(kind, kind)
         if kind not in KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; expected one of {', '.join(KINDS)}")
-        from ._limits import FAULT_OPTIONS
-
         for name, value in (("p", p), ("first", first), ("retry_after", retry_after),
                             ("delay_ms", delay_ms), ("after", after)):
             if value is not None:
@@ -106,3 +107,26 @@ class FaultInjector:
             if fault.p >= 1.0 or self._rng.random() < fault.p:
                 return fault
         return None
+
+
+def check_overrides(values: Any, where: str) -> dict[str, Any]:
+    """``values`` (a script turn's or a request's settings) checked key by key.
+
+    Keys outside :data:`OVERRIDES` and ``fault`` are for the caller to judge; a ``fault``
+    must parse. Raises ``ValueError`` with a one-line message naming ``where``.
+    """
+    if not isinstance(values, Mapping):
+        raise ValueError(f"{where} must be a JSON object, not {type(values).__name__}")
+    for key, bound in OVERRIDES.items():
+        if key in values:
+            bound.check(f"{where}.{key}", values[key])
+    fault = values.get("fault")
+    if fault is not None:
+        if not isinstance(fault, (str, Mapping)):
+            raise ValueError(f"{where}.fault must be a string or an object")
+        try:
+            Fault.parse(fault if isinstance(fault, str) else dict(fault))
+        except (KeyError, TypeError, ValueError) as exc:
+            detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise ValueError(f"{where}.fault: {detail}") from None
+    return dict(values)

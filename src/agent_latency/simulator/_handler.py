@@ -17,9 +17,9 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from ._errors import ApiError, error_response, read_json
-from ._faults import STATUS
+from ._faults import STATUS, check_overrides
 from ._generation import Generation, StreamCut
-from ._limits import OVERRIDES, check_overrides
+from ._limits import OVERRIDES
 from ._script import Plan, Segment, build_plan
 from ._state import ServerState
 from ._truth import TruthRecord

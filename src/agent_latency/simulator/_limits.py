@@ -10,7 +10,6 @@ counts are integers (``tokens_per_chunk`` steps a ``range``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 MAX_TOKENS = 1_000_000  # a bigger plan is a memory problem, not a simulation
@@ -84,28 +83,3 @@ CONFIG: dict[str, tuple[str, Bound]] = {
     "seed": ("--seed", Bound(-(2**63), 2**63 - 1, integer=True)),
     "spin_us": ("--spin-us", Bound(0.0, 1_000_000.0)),
 }
-
-
-def check_overrides(values: Any, where: str) -> dict[str, Any]:
-    """``values`` (a script turn's or a request's settings) checked key by key.
-
-    Keys outside :data:`OVERRIDES` and ``fault`` are for the caller to judge; a ``fault``
-    must parse. Raises ``ValueError`` with a one-line message naming ``where``.
-    """
-    if not isinstance(values, Mapping):
-        raise ValueError(f"{where} must be a JSON object, not {type(values).__name__}")
-    for key, bound in OVERRIDES.items():
-        if key in values:
-            bound.check(f"{where}.{key}", values[key])
-    fault = values.get("fault")
-    if fault is not None:
-        from ._faults import Fault
-
-        if not isinstance(fault, (str, Mapping)):
-            raise ValueError(f"{where}.fault must be a string or an object")
-        try:
-            Fault.parse(fault if isinstance(fault, str) else dict(fault))
-        except (KeyError, TypeError, ValueError) as exc:
-            detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise ValueError(f"{where}.fault: {detail}") from None
-    return dict(values)

@@ -16,7 +16,7 @@ from typing import Any
 
 from ._config import SimulatorConfig
 from ._content import compact_json, filler_tokens, instance_for_schema, json_tokens, text_tokens
-from ._limits import check_overrides
+from ._faults import check_overrides
 
 _TURN_KEYS = frozenset(
     {"content", "tool_calls", "output_tokens", "prefill_tps", "output_tps", "tokens_per_chunk",
