@@ -34,6 +34,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ._log import FAULTS, fault, internal_error
@@ -101,9 +102,8 @@ def _finish_worker() -> None:
     try:
         if FAULTS:
             fault("fork.finish_worker")
-        from .configure import _at_exit
-
-        _at_exit()  # the worker's own tasks still open
+        if _worker_exit is not None:
+            _worker_exit()  # the worker's own tasks still open
     except Exception:  # noqa: BLE001
         internal_error("fork.finish_worker")
     flush_provider()
@@ -224,11 +224,15 @@ def _after_in_child() -> None:
 
 
 _registered = False
+_worker_exit: Callable[[], None] | None = None
 
 
-def install() -> None:
-    """Register the fork hook (once per process; ``instrument()`` calls it)."""
-    global _registered
+def install(at_exit: Callable[[], None]) -> None:
+    """Register the fork hook (once per process; ``instrument()`` calls it).  ``at_exit``
+    ends what a forked worker still has open before it flushes (``instrument()``'s exit
+    hook: passed in, as set-up sits above this module)."""
+    global _registered, _worker_exit
+    _worker_exit = at_exit
     if not _registered and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_in_child)
         _registered = True

@@ -29,6 +29,7 @@ from . import semconv
 from ._env import env_number
 from ._log import internal_error, warn_once
 from ._otlp_json import encode_line, encode_request
+from ._process import process_task
 from .budget import COMPONENTS, Budget
 from .budget._spans import adopt_other_parts
 
@@ -268,8 +269,6 @@ class TaskSummaryPrinter(SpanProcessor):
         self._nested: dict[int, list[int]] = {}
 
     def _remember(self, span: ReadableSpan, attrs: Any) -> None:
-        from ._process import process_task
-
         parent = span.parent
         implicit = process_task.span if process_task.implicit else None
         # Only tasks right under the implicit process task: bounded to one entry.

@@ -29,6 +29,7 @@ from typing import Any
 from . import _scope, semconv
 from ._lifecycle import flush_provider
 from ._log import FAULTS, fault, internal_error
+from ._names import default_name
 
 
 class ProcessTask:
@@ -140,8 +141,6 @@ def open_process_task(name: str, start_ns: int, attributes: dict[str, Any]) -> b
 def process_name() -> str:
     """The task name for this process: ``agent`` for ``python agent.py``, ``pkg.main`` for
     ``python -m pkg.main``, ``python -c``, or a console script's name."""
-    from ._run import default_name
-
     # ``sys.orig_argv`` (3.10+) still has ``-m pkg.main``; ``sys.argv[0]`` is the file by then.
     argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
     return default_name(argv) if argv and argv[0] else "python"

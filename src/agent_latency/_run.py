@@ -40,6 +40,7 @@ import sys
 import time
 
 from . import semconv
+from ._names import default_name
 
 USAGE = """usage: agent-latency run [--name NAME] [--children] [--] CMD [ARGS...]
 
@@ -87,29 +88,6 @@ def parse(argv: list[str]) -> tuple[str | None, bool, list[str]]:
     if name is not None and not name:
         raise ValueError("--name must not be empty")
     return name, children, cmd
-
-
-def default_name(cmd: list[str]) -> str:
-    """``python agent.py`` -> ``agent``; ``python -m pkg.main`` -> ``pkg.main``;
-    ``tool`` -> ``tool``."""
-    base = os.path.basename(cmd[0])
-    if base.startswith("python") or base in {"pypy", "pypy3"}:
-        args = cmd[1:]
-        while args:
-            arg = args.pop(0)
-            if arg == "-m" and args:
-                return args[0]
-            if arg == "-c":
-                return "python -c"
-            if arg in {"-W", "-X", "-Q"}:
-                args[:1] = []
-                continue
-            if arg.startswith("-"):
-                continue
-            stem = os.path.basename(arg)
-            return stem[:-3] if stem.endswith(".py") else stem
-        return base
-    return base
 
 
 def run_environment(name: str, children: bool, environ: dict[str, str] | None = None,
@@ -183,33 +161,3 @@ def _say(text: str) -> None:
     stdout, into the output the program's reader parses)."""
     if sys.stderr is not None:
         print(text, file=sys.stderr)
-
-
-# -- inside the program (called from the bootstrap sitecustomize) ---------------------------
-def bootstrap(spec_text: str) -> None:
-    """Called by the bootstrap ``sitecustomize`` with ``AGENT_LATENCY_RUN``'s value."""
-    from ._import_times import IMPORTS, startup_attributes
-    from ._process import open_process_task, process_name
-
-    IMPORTS.install()  # from here on imports are timed; before, interpreter start-up
-    spec = json.loads(spec_text)
-    child = int(spec.get("depth", 0)) > 0
-    if spec.get("children"):
-        # Children inherit the bootstrap, marked as children: no summary line of theirs.
-        os.environ[semconv.ENV_RUN] = json.dumps({**spec, "depth": int(spec.get("depth", 0)) + 1},
-                                                 separators=(",", ":"))
-    from .configure import instrument
-
-    # Our own process task below, not instrument()'s implicit one.
-    if child:
-        name = process_name()
-        start_ns = time.time_ns()
-        if not instrument(summary=False, process_task=False):
-            return
-    else:
-        name = str(spec.get("name") or "python")
-        start_ns = int(spec.get("start_ns") or time.time_ns())
-        if not instrument(summary=True, process_task=False):
-            return
-    startup = startup_attributes(start_ns) if not child else {}
-    open_process_task(name, start_ns, {semconv.RUN_TASK: True, **startup})

@@ -150,7 +150,7 @@ def _instrument(summary: bool | None, targets: list[str] | None,
         _state = state
         _export_guard.exit_timeout_s = env_number(semconv.ENV_EXIT_TIMEOUT,
                                                   DEFAULT_EXIT_TIMEOUT_S, maximum=3600.0)
-        _lifecycle.install()
+        _lifecycle.install(_at_exit)
         if not _atexit_registered:
             # Registered after the provider, so it runs before the provider's own shutdown.
             atexit.register(_at_exit)

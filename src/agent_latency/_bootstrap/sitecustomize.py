@@ -45,7 +45,7 @@ def _agent_latency_bootstrap() -> None:
         if "sitecustomize" not in sys.modules and this is not None:
             sys.modules["sitecustomize"] = this
     try:
-        from agent_latency._run import bootstrap
+        from agent_latency._inside import bootstrap
     except ImportError as exc:
         _warn(f"agent-latency: cannot import agent_latency in {sys.executable} ({exc}); "
               "running uninstrumented")

@@ -17,7 +17,8 @@ from wrapt import wrap_function_wrapper
 
 from ..._log import logger
 from ..net import aiohttp_patch, httpx_send_patch, sockets_patch
-from ._call import Endpoint, Info, LLMCall, Settings, StreamState
+from ._call import Endpoint, LLMCall, Settings, StreamState
+from ._info import Info
 
 #: ``(module, "Class.method" or "function", wrapper)``.
 Target = tuple[str, str, Any]

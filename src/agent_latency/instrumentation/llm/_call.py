@@ -20,8 +20,10 @@ from ..._scope import tracer as global_tracer
 from ..._version import __version__
 from ..net import Arrival, Attempt, NetPhases
 from . import _wire
+from ._info import Info
 from ._instruments import Instruments, global_instruments
 from ._output_events import is_output_event
+from ._record import record
 
 # How the call ends; ``deferred`` means a stream or an unread response was handed out.
 _OPEN, _DEFERRED, _DONE = 0, 1, 2
@@ -107,28 +109,6 @@ class Settings:
     def instruments(self) -> Instruments:
         """The histograms calls are recorded on."""
         return self._instruments if self._instruments is not None else global_instruments()
-
-
-class Info:
-    """What the response said: model, id, finish reasons, usage, server timings."""
-
-    __slots__ = ("cache_creation", "cache_read", "finish_reasons", "input_tokens",
-                 "output_tokens", "reasoning_tokens", "response_id", "response_model",
-                 "server_generation", "server_prefill", "server_queue", "output_text")
-
-    def __init__(self) -> None:
-        self.response_model: str | None = None
-        self.response_id: str | None = None
-        self.finish_reasons: list[str] = []
-        self.input_tokens: int | None = None
-        self.output_tokens: int | None = None
-        self.cache_read: int | None = None
-        self.cache_creation: int | None = None
-        self.reasoning_tokens: int | None = None
-        self.server_prefill: float | None = None
-        self.server_generation: float | None = None
-        self.server_queue: float | None = None
-        self.output_text: Any = None
 
 
 class LLMCall:
@@ -272,8 +252,6 @@ class LLMCall:
             if stream is not None:
                 self._absorb_stream(stream)
             self._stop_following()
-            from ._record import record
-
             record(self, t_end, error, response)
         except Exception:  # noqa: BLE001
             internal_error("llm.finish")

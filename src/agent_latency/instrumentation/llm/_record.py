@@ -3,21 +3,86 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from ... import semconv
 from ..._log import FAULTS, fault, internal_error
 from ..._scope import error_description
 from ...budget import CallMarks, CallPhases, call_phases, split_server_time
-from ..net import RTT_NONE
+from ..net import RTT_NONE, Arrival, Attempt, NetPhases
 from . import _rates
-from ._call import LLMCall
+from ._info import Info
+from ._instruments import Instruments
+
+
+class _Endpoint(Protocol):
+    @property
+    def operation(self) -> str: ...
+
+    @property
+    def from_response(self) -> Callable[[Any, Any], None] | None: ...
+
+    @property
+    def from_stream(self) -> Callable[[Any], None] | None: ...
+
+    @property
+    def server_timing(self) -> Callable[[Any, Mapping[str, str]], None] | None: ...
+
+    @property
+    def input_messages(self) -> Callable[[Mapping[str, Any]], list[dict[str, Any]]] | None: ...
+
+
+class _Settings(Protocol):
+    @property
+    def phase_spans(self) -> bool: ...
+
+    def tracer(self) -> Tracer: ...
+
+    def instruments(self) -> Instruments: ...
+
+
+class FinishedCall(Protocol):
+    """What recording reads of a finished call (``_call.LLMCall``, which calls
+    :func:`record` as it finishes: the call is written against this view, not imported)."""
+
+    @property
+    def endpoint(self) -> _Endpoint: ...
+
+    @property
+    def settings(self) -> _Settings: ...
+
+    info: Info
+    span: Span
+    context: Context
+    provider: str
+    model: str
+    kwargs: Mapping[str, Any]
+    capture: bool
+    content: list[str] | None
+    server_address: str | None
+    server_port: int | None
+    attempts: list[Attempt]
+    net: NetPhases
+    chunks: int
+    outputs: int
+    start_ns: int
+    t_call: float
+    t_first: float | None
+    t_last: float | None
+    t_first_chunk: float | None
+    first_cpu: float
+    cpu_first: float | None
+    first_arrival: Arrival | None
+    last_arrival: Arrival | None
+    end_arrival: Arrival | None
 
 
 # -- phases ---------------------------------------------------------------------------
-def compute_phases(call: LLMCall, t_end: float) -> tuple[CallPhases, float, str, bool]:
+def compute_phases(call: FinishedCall, t_end: float) -> tuple[CallPhases, float, str, bool]:
     """``(phases, rtt, rtt source, connection reused)`` of a finished call."""
     attempts = call.attempts
     t_call = call.t_call
@@ -53,7 +118,7 @@ def compute_phases(call: LLMCall, t_end: float) -> tuple[CallPhases, float, str,
     return call_phases(marks), rtt, rtt_source, reused
 
 
-def token_marks(call: LLMCall) -> tuple[float | None, float | None]:
+def token_marks(call: FinishedCall) -> tuple[float | None, float | None]:
     """The first and last output tokens' marks: when their bytes arrived where the wire was
     watched, else when the SDK handed them over."""
     t_first, t_last = call.t_first, call.t_last
@@ -69,7 +134,7 @@ def token_marks(call: LLMCall) -> tuple[float | None, float | None]:
     return t_first, t_last
 
 
-def _split(call: LLMCall, phases: CallPhases) -> None:
+def _split(call: FinishedCall, phases: CallPhases) -> None:
     info = call.info
     model = info.response_model or call.model
     if info.server_prefill is not None or info.server_generation is not None:
@@ -87,7 +152,7 @@ def _split(call: LLMCall, phases: CallPhases) -> None:
 
 
 # -- the end ------------------------------------------------------------------------------
-def record(call: LLMCall, t_end: float, error: BaseException | None, response: Any) -> None:
+def record(call: FinishedCall, t_end: float, error: BaseException | None, response: Any) -> None:
     endpoint = call.endpoint
     info = call.info
     span = call.span
@@ -190,7 +255,7 @@ def record(call: LLMCall, t_end: float, error: BaseException | None, response: A
     _metrics(call, duration, phases, attrs, error, per_chunk)
 
 
-def _never_sent(call: LLMCall, t_end: float, error: BaseException) -> None:
+def _never_sent(call: FinishedCall, t_end: float, error: BaseException) -> None:
     """The SDK raised before any HTTP attempt reached the network (it refused the request,
     say anthropic's "Streaming is required"): not an LLM call.  The span stays, as the
     failed operation, with no phases and no attempts, so no count and no budget component
@@ -201,7 +266,7 @@ def _never_sent(call: LLMCall, t_end: float, error: BaseException) -> None:
     call.span.end(end_time=call.start_ns + round((t_end - call.t_call) * 1e9))
 
 
-def _error_status(call: LLMCall, error: BaseException) -> None:
+def _error_status(call: FinishedCall, error: BaseException) -> None:
     span = call.span
     # An SDK's message can hold prompt text or the URL with its credentials: only with
     # content capture on (the type, error.type, always).
@@ -221,14 +286,14 @@ def _arrival_attributes(attrs: dict[str, Any], arrival: Any, source: str, bound:
     attrs[bound] = arrival.bound
 
 
-def _first_token_cpu(call: LLMCall) -> float:
+def _first_token_cpu(call: FinishedCall) -> float:
     # CPU of the fetch that produced the first token, but none spent before the request was
     # sent (a stream that sends on its first fetch): prefill starts at the last byte sent.
     busy = _client_busy(call)
     return call.first_cpu if busy is None else min(call.first_cpu, busy)
 
 
-def _client_busy(call: LLMCall) -> float | None:
+def _client_busy(call: FinishedCall) -> float | None:
     """The sending thread's CPU time from the last request byte to the first token (sync
     streams): when it is a large part of that wait, the client was busy as the token arrived
     and the prefill seen is an upper bound."""
@@ -238,7 +303,7 @@ def _client_busy(call: LLMCall) -> float | None:
     return max(call.cpu_first - sent, 0.0) if sent is not None else None
 
 
-def _attempt_events(call: LLMCall) -> None:
+def _attempt_events(call: FinishedCall) -> None:
     """A span event per failed attempt, at its start, with its own phases (retries only)."""
     for attempt in call.attempts[:-1]:
         end = attempt.t_return or attempt.t_closed or attempt.t_start
@@ -274,7 +339,7 @@ def _info_attributes(info: Any, attrs: dict[str, Any]) -> None:
             attrs[attr] = int(value)
 
 
-def _content_attributes(call: LLMCall, attrs: dict[str, Any]) -> None:
+def _content_attributes(call: FinishedCall, attrs: dict[str, Any]) -> None:
     endpoint = call.endpoint
     try:
         if FAULTS:
@@ -294,7 +359,7 @@ def _content_attributes(call: LLMCall, attrs: dict[str, Any]) -> None:
         internal_error("llm.content")
 
 
-def _phase_spans(call: LLMCall, phases: CallPhases, end_ns: int) -> None:
+def _phase_spans(call: FinishedCall, phases: CallPhases, end_ns: int) -> None:
     """``network`` (connection setup, upload, round trip), ``prefill`` and
     ``output_generation`` children, laid out from the span start as the processor does.
 
@@ -317,7 +382,7 @@ def _phase_spans(call: LLMCall, phases: CallPhases, end_ns: int) -> None:
         cursor = end
 
 
-def _metrics(call: LLMCall, duration: float, phases: CallPhases, attrs: dict[str, Any],
+def _metrics(call: FinishedCall, duration: float, phases: CallPhases, attrs: dict[str, Any],
              error: BaseException | None, per_chunk: float | None) -> None:
     inst = call.settings.instruments()
     base: dict[str, Any] = {

@@ -20,8 +20,9 @@ from ._attempt import RTT_CONNECT, RTT_LAST_SEEN, RTT_NONE, RTT_TCP_INFO, Attemp
 from ._context import CURRENT, Owner
 from ._follow import Following, follow
 from ._httpcore import PATCH as httpx_send_patch
+from ._phases import NetPhases
 from ._sockets import PATCH as sockets_patch
-from ._sockets import NetPhases, Recording
+from ._sockets import Recording
 from ._urllib3 import TARGETS as urllib3_targets
 from ._websocket import ConnectionSetup, MessageArrivals, date_messages, websocket_socket
 

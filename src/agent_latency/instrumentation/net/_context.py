@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ._attempt import Attempt
-    from ._sockets import NetPhases
+    from ._phases import NetPhases
 
 
 class Owner(Protocol):

@@ -20,7 +20,7 @@ from typing import Any
 from ..._log import internal_error
 from ._attempt import Attempt
 from ._context import CURRENT
-from ._sockets import NetPhases
+from ._phases import NetPhases
 
 
 class _Sending:

@@ -21,7 +21,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from ... import semconv
 from ..._log import internal_error
-from ._sockets import NetPhases, Recording
+from ._phases import NetPhases
+from ._sockets import Recording
 
 
 class ConnectionSetup:
