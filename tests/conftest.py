@@ -16,11 +16,35 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util._once import Once
 
-from agent_latency import BudgetSpanProcessor, semconv
+from agent_latency import BudgetSpanProcessor, _log, semconv
 
 # The suite calls instrument() in many places: no implicit process task there, so each test's
 # span tree is the one it builds (tests/test_process_task.py turns it on in subprocesses).
 os.environ[semconv.ENV_PROCESS_TASK] = "false"
+
+
+@pytest.fixture(autouse=True)
+def no_internal_errors(request: pytest.FixtureRequest) -> Iterator[list[str]]:
+    """Fails a test whose code hit an internal error of ours that the program never saw.
+
+    ``internal_error`` logs once per place per process, so without this a real failure after
+    a test that provoked the same place on purpose would pass silently.  A test that arms
+    fault injection (``_log.FAULTS``) or is marked ``internal_errors`` expects them.
+    """
+    seen: list[str] = []
+
+    def observe(where: str) -> None:
+        if not _log.FAULTS:  # one raised while faults are armed is the test's own
+            seen.append(where)
+
+    _log.on_internal_error = observe
+    try:
+        yield seen
+    finally:
+        _log.on_internal_error = None
+    if seen and request.node.get_closest_marker("internal_errors") is None:
+        pytest.fail(f"internal error(s) of agent-latency in {sorted(set(seen))}: see the log",
+                    pytrace=False)
 
 
 def reset_otel_globals() -> None:

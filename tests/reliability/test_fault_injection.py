@@ -30,6 +30,9 @@ from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
 from agent_latency.instrumentation.tools.subprocess import SubprocessInstrumentor
 from agent_latency.simulator import Simulator, SimulatorConfig
 
+# Every test here provokes internal errors on purpose.
+pytestmark = pytest.mark.internal_errors
+
 SRC = Path(agent_latency.__file__).parent
 # Every place armed somewhere in our code (the literal names), plus the scopes' own.
 PLACES = sorted({m for path in SRC.rglob("*.py")
