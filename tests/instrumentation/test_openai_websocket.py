@@ -9,6 +9,7 @@ import openai
 import openai.resources.responses.responses as responses_module
 import pytest
 from llm_helpers import assert_phases_add_up, llm_spans
+from machine_load import busy_slack
 
 import agent_latency
 from agent_latency import semconv
@@ -115,7 +116,7 @@ class TestSyncConnection:
         (span,) = llm_spans(otel)
         a = span.attributes
         # The SDK parses response.completed after its bytes came: client time, not network.
-        assert a[semconv.LLM_TAIL] < 0.05
+        assert a[semconv.LLM_TAIL] < 0.05 + busy_slack()
         assert a[semconv.LLM_CLIENT_TAIL] >= 0.0
         assert a[semconv.GEN_AI_RESPONSE_FINISH_REASONS]
 

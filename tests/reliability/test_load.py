@@ -158,31 +158,31 @@ class TestConcurrency:
 
 
 class TestMemoryFlat:
-    """RSS after 1,000,000 tool calls (with leaked spans) within 10 % of RSS after the
-    first 100,000."""
+    """RSS after 300,000 tool calls (with leaked spans) within 10 % of RSS after the first
+    30,000 (benchmarks/bench_long_task.py runs a million)."""
 
-    def test_rss_flat_over_a_million_calls(
+    @pytest.mark.slow
+    def test_rss_flat_over_many_calls(
             self, provider: tuple[TracerProvider, BudgetSpanProcessor, OpenSpans]) -> None:
         _, budget, open_spans = provider
         tool = agent_latency.tool
         started = time.perf_counter()
         baseline = 0
-        for block in range(10_000):  # 10,000 tasks of 100 tool calls: 1,000,000 calls
+        for block in range(3_000):  # 3,000 tasks of 100 tool calls: 300,000 calls
             with agent_latency.task("load"):
                 for _ in range(100):
                     with tool("cheap"):
                         pass
                 if block % 10 == 0:
                     _leak()
-            if block == 1_000:
+            if block == 300:
                 gc.collect()
                 baseline = _rss_kib()
         gc.collect()
         final = _rss_kib()
         elapsed = time.perf_counter() - started
-        print(f"\nRSS after 100,000 calls {baseline} KiB, after 1,000,000 {final} KiB "
+        print(f"\nRSS after 30,000 calls {baseline} KiB, after 300,000 {final} KiB "
               f"({(final - baseline) / baseline:+.1%}); {elapsed:.1f} s")
         assert final <= baseline * 1.10
         assert not open_spans.open
-        assert not budget._tasks
-        assert len(budget._owner) < 10_000  # the leaked spans were swept
+        assert list(budget.open_tasks()) == []

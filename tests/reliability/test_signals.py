@@ -49,6 +49,18 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def _default_signals() -> None:
+    """The child starts with SIGINT and SIGTERM at their defaults, as from a terminal.
+
+    A background job (``make test &``, a CI script's job) inherits SIGINT ignored, and an
+    ignored signal stays ignored across ``exec``: Python then installs no KeyboardInterrupt
+    handler, and a SIGINT does nothing.  These tests test what the signals do, so they set
+    the disposition themselves.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _cmd(mode: str, script: Path) -> list[str]:
     cmd = [sys.executable, str(script)]
     if mode == "run":
@@ -60,7 +72,8 @@ def _status(mode: str, body: str, tmp_path: Path) -> int:
     script = tmp_path / f"{mode}.py"
     script.write_text(PRELUDE[mode] + body + "\n")
     proc = subprocess.run(_cmd(mode, script), check=False, env=_env(tmp_path), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60,
+                          preexec_fn=_default_signals)
     assert "internal error" not in proc.stderr, proc.stderr
     return proc.returncode
 
@@ -91,7 +104,8 @@ class TestSignalsFromOutside:
                           "    print('ready', flush=True)\n"
                           "    time.sleep(30)\n")
         proc = subprocess.Popen(_cmd(mode, script), env=_env(tmp_path), cwd=tmp_path,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_default_signals)
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
         sent = time.monotonic()
@@ -121,7 +135,8 @@ class TestBrokenPipe:
             script = tmp_path / f"{m}.py"
             script.write_text(PRELUDE[m] + body)
             proc = subprocess.Popen(_cmd(m, script), env=_env(tmp_path), cwd=tmp_path,
-                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    preexec_fn=_default_signals)
             assert proc.stdout is not None
             proc.stdout.read(10)
             proc.stdout.close()

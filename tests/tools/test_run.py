@@ -96,7 +96,10 @@ def test_uncaught_exception_passes_exit_code_and_marks_task(tmp_path):
 def test_sigterm_ends_task_and_dies_of_the_signal(tmp_path):
     proc, spans = run(tmp_path, """
         import os, signal, subprocess, time
-        p = subprocess.Popen(["sleep", "30"])
+        # Its output elsewhere: a child holding the test's pipe open keeps run() reading it
+        # until the child exits (30 s), long after the program died.
+        p = subprocess.Popen(["sleep", "30"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
         time.sleep(0.1)
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(30)
