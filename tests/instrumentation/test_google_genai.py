@@ -396,7 +396,7 @@ class TestContent:
 
 
 def test_registered():
-    from agent_latency.instrumentation._all import INSTRUMENTORS, TRIGGERS
+    from agent_latency.instrumentation._registry import INTEGRATIONS
 
-    assert INSTRUMENTORS["google_genai"].endswith(":GoogleGenAIInstrumentor")
-    assert TRIGGERS["google_genai"] == ("google.genai",)
+    assert INTEGRATIONS["google_genai"].instrumentor.endswith(":GoogleGenAIInstrumentor")
+    assert INTEGRATIONS["google_genai"].triggers == ("google.genai",)

@@ -1,4 +1,5 @@
-"""Every instrumentation of ours, and the one entry point that loads them all."""
+"""``instrument()``'s loader: each integration of the registry (:mod:`._registry`) is applied
+when its library is imported, so a program pays for none it never imports."""
 
 from __future__ import annotations
 
@@ -8,57 +9,10 @@ from typing import TYPE_CHECKING
 
 from .._log import logger
 from ._imports import when_imported
+from ._registry import INTEGRATIONS
 
 if TYPE_CHECKING:  # importing it costs ~40 ms of start-up: only where a target is applied
     from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-
-# target name -> "module:Class"; a target whose library is not installed is skipped.
-INSTRUMENTORS: dict[str, str] = {
-    "httpx": "agent_latency.instrumentation.httpx:HttpxInstrumentor",
-    "openai": "agent_latency.instrumentation.llm.openai:OpenAIInstrumentor",
-    "anthropic": "agent_latency.instrumentation.llm.anthropic:AnthropicInstrumentor",
-    "litellm": "agent_latency.instrumentation.llm.litellm:LiteLLMInstrumentor",
-    "google_genai": "agent_latency.instrumentation.llm.google_genai:GoogleGenAIInstrumentor",
-    "requests": "agent_latency.instrumentation.llm.requests:RequestsInstrumentor",
-    "subprocess": "agent_latency.instrumentation.tools.subprocess:SubprocessInstrumentor",
-    "mcp": "agent_latency.instrumentation.tools.mcp:MCPInstrumentor",
-    "openai_agents": "agent_latency.instrumentation.tools.openai_agents:OpenAIAgentsInstrumentor",
-    "langchain": "agent_latency.instrumentation.tools.langchain:LangChainInstrumentor",
-    "smolagents": "agent_latency.instrumentation.tools.smolagents:SmolagentsInstrumentor",
-    "minisweagent": "agent_latency.instrumentation.tools.minisweagent:MiniSweAgentInstrumentor",
-    "gevent": "agent_latency.instrumentation.tools.gevent:GeventInstrumentor",
-    "pydantic_ai": "agent_latency.instrumentation.tools.pydantic_ai:PydanticAIInstrumentor",
-    "dspy": "agent_latency.instrumentation.tools.dspy:DSPyInstrumentor",
-    "agno": "agent_latency.instrumentation.tools.agno:AgnoInstrumentor",
-    "llama_index": "agent_latency.instrumentation.tools.llama_index:LlamaIndexInstrumentor",
-    "crewai": "agent_latency.instrumentation.tools.crewai:CrewAIInstrumentor",
-    "haystack": "agent_latency.instrumentation.tools.haystack:HaystackInstrumentor",
-}
-
-
-# Modules whose import triggers a target: a library the program has not imported yet is
-# patched when it is imported, so instrument() costs no import time (openai and anthropic
-# take seconds to import).  Targets not listed are instrumented at once.
-TRIGGERS: dict[str, tuple[str, ...]] = {
-    "httpx": ("httpx", "httpx2"),
-    "openai": ("openai",),
-    "anthropic": ("anthropic",),
-    "litellm": ("litellm",),
-    "google_genai": ("google.genai",),
-    "requests": ("requests", "urllib3"),
-    "mcp": ("mcp",),
-    "openai_agents": ("agents",),
-    "langchain": ("langchain_core",),
-    "smolagents": ("smolagents",),
-    "minisweagent": ("minisweagent",),
-    "gevent": ("gevent",),
-    "pydantic_ai": ("pydantic_ai",),
-    "dspy": ("dspy",),
-    "agno": ("agno",),
-    "llama_index": ("llama_index.core",),
-    "crewai": ("crewai",),
-    "haystack": ("haystack",),
-}
 
 # Bumped by cancel_pending(): hooks registered before it do nothing when they fire.
 _generation = 0
@@ -71,13 +25,13 @@ def instrument_all(targets: list[str] | None = None) -> list[BaseInstrumentor]:
     are appended to it when they fire.
     """
     done: list[BaseInstrumentor] = []
-    names = list(INSTRUMENTORS) if targets is None else targets
+    names = list(INTEGRATIONS) if targets is None else targets
     for name in names:
-        if name not in INSTRUMENTORS:
+        if name not in INTEGRATIONS:
             raise ValueError(f"unknown instrumentation target {name!r}; known: "
-                             f"{', '.join(sorted(INSTRUMENTORS))}")
+                             f"{', '.join(sorted(INTEGRATIONS))}")
     for name in names:
-        triggers = TRIGGERS.get(name, ())
+        triggers = INTEGRATIONS[name].triggers
         if name == "subprocess":
             from .tools import _first_spawn
 
@@ -113,7 +67,7 @@ def _defer(name: str, triggers: tuple[str, ...], done: list[BaseInstrumentor]) -
 
 
 def _apply(name: str, done: list[BaseInstrumentor]) -> None:
-    module_name, _, class_name = INSTRUMENTORS[name].partition(":")
+    module_name, _, class_name = INTEGRATIONS[name].instrumentor.partition(":")
     try:
         instrumentor = getattr(importlib.import_module(module_name), class_name)()
     except ImportError as exc:

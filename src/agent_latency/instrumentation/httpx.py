@@ -9,24 +9,12 @@ counted), so it is on whenever they are.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Any
-
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-
+from ._base import Instrumentor
 from .net import httpx_send_patch
 
-_instruments: tuple[str, ...] = ()  # httpx >= 0.24 and/or httpx2: whichever is installed
 
-
-class HttpxInstrumentor(BaseInstrumentor):
+class HttpxInstrumentor(Instrumentor):
     """Attaches the httpcore ``trace`` extension to requests made inside LLM calls."""
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
-
-    def _instrument(self, **kwargs: Any) -> None:
-        httpx_send_patch.acquire()
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        httpx_send_patch.release()
+    # httpx >= 0.24 and/or httpx2: whichever is installed.
+    SHARED = (httpx_send_patch,)

@@ -24,7 +24,7 @@ from opentelemetry import propagate
 
 from ..._log import internal_error
 from ..net import CURRENT, sockets_patch, urllib3_targets
-from . import LLMInstrumentor, Settings, Target, patch, unpatch
+from . import LLMInstrumentor, Settings, Target
 from ._call import LLMCall, abandon_call
 from ._invoke import Inside, start_call
 from .openai import CHAT, EMBEDDINGS
@@ -212,16 +212,8 @@ class RequestsInstrumentor(LLMInstrumentor):
 
     _instruments = _instruments
 
-    def _instrument(self, **kwargs: Any) -> None:
-        # The socket layer only: requests needs neither the httpx send patch nor aiohttp's.
-        self._settings = settings = Settings.from_instrument_kwargs(kwargs)
-        sockets_patch.acquire()
-        self._done = patch(self.targets(settings))
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._settings.active = False
-        unpatch(self._done)
-        sockets_patch.release()
+    # The socket layer only: requests needs neither the httpx send patch nor aiohttp's.
+    SHARED = (sockets_patch,)
 
     def targets(self, settings: Settings) -> list[Target]:
         return [("requests.sessions", "Session.send", send_wrapper(settings)),

@@ -7,27 +7,26 @@
   generator is done.
 * :func:`call_as_tool` / :func:`acall_as_tool`: one ``execute_tool`` span around a tool
   call.
-* :class:`FrameworkInstrumentor`: wraps a framework's methods once its package is imported
-  and unwraps exactly those; :class:`ToolInstrumentor`, one whose methods run tools.
+* :class:`FrameworkInstrumentor`: the instrumentation base with wrappers named in its table;
+  :class:`ToolInstrumentor`, one whose methods run tools.
 """
 
 from __future__ import annotations
 
 import contextvars
-import importlib
 import inspect
-from collections.abc import Callable, Collection, Generator
+from collections.abc import Callable, Generator
 from typing import Any, ClassVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span
 
 from ..._log import FAULTS, fault, internal_error
 from ..._scope import detach, end_task, mark_error, start_task, start_tool, tool_attributes
-from .._imports import when_imported
+from .._base import Instrumentor, Patch
+from . import _threads
 
 # True while an agent framework's run task is open in this context.
 _in_run: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -226,50 +225,16 @@ def _fail(span: Span, exc: BaseException) -> None:
     span.end()
 
 
-class FrameworkInstrumentor(BaseInstrumentor):
-    """Wraps ``PATCHES`` once ``TRIGGER`` is imported; unwraps exactly what it wrapped.
+class FrameworkInstrumentor(Instrumentor):
+    """An :class:`~.._base.Instrumentor` whose ``PATCHES`` name the wrapper as a method of
+    the subclass: ``(module, "Class.method", wrapper name)``.  It carries the context into
+    threads while instrumented (frameworks run tools in worker threads)."""
 
-    ``PATCHES`` holds ``(module, "Class.method", wrapper name)``; the wrapper is a method of
-    the subclass.  ``_instruments`` are the supported versions of the framework.
-    """
-
-    _instruments: ClassVar[tuple[str, ...]] = ()
-    TRIGGER: ClassVar[str] = ""
+    SHARED = (_threads.PATCH,)
     PATCHES: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return self._instruments
-
-    def _instrument(self, **kwargs: Any) -> None:
-        self._active = True
-        self._wrapped: list[tuple[Any, str]] = []
-        from ._threads import acquire
-
-        acquire()
-        when_imported(self.TRIGGER, self._patch)
-
-    def _patch(self, _module: Any = None) -> None:
-        if not self._active or self._wrapped:
-            return
-        from wrapt import wrap_function_wrapper
-
-        for module_name, path, wrapper in self.PATCHES:
-            owner_name, _, method = path.rpartition(".")
-            owner = getattr(importlib.import_module(module_name), owner_name)
-            wrap_function_wrapper(owner, method, getattr(self, wrapper))
-            self._wrapped.append((owner, method))
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._active = False
-        for owner, method in reversed(self._wrapped):
-            try:
-                unwrap(owner, method)
-            except Exception:  # noqa: BLE001, S110 - restore what can be
-                pass
-        self._wrapped = []
-        from ._threads import release
-
-        release()
+    def patches(self) -> list[Patch]:
+        return [(module, path, getattr(self, wrapper)) for module, path, wrapper in self.PATCHES]
 
 
 class ToolInstrumentor(FrameworkInstrumentor):

@@ -106,6 +106,6 @@ def _remove() -> None:
 
 
 # Carrying the context into threads, reference counted across our instrumentors.
-_patch = SharedPatch(_apply, _remove)
-acquire = _patch.acquire
-release = _patch.release
+PATCH = SharedPatch(_apply, _remove)
+acquire = PATCH.acquire
+release = PATCH.release

@@ -25,7 +25,6 @@ class AgnoInstrumentor(ToolInstrumentor):
     """``execute_tool`` spans for Agno tool calls."""
 
     _instruments = ("agno >= 2.0",)
-    TRIGGER = "agno"
     SOURCE = "agno"
     PATCHES = (("agno.tools.function", "FunctionCall.execute", "_tool"),
                ("agno.tools.function", "FunctionCall.aexecute", "_atool"))

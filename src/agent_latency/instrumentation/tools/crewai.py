@@ -22,7 +22,6 @@ class CrewAIInstrumentor(ToolInstrumentor):
     """``execute_tool`` spans for CrewAI tools."""
 
     _instruments = ("crewai >= 1.0",)
-    TRIGGER = "crewai"
     SOURCE = "crewai"
     PATCHES = ((_BASE, "BaseTool.run", "_tool"), (_BASE, "BaseTool.arun", "_atool"),
                (_BASE, "Tool.run", "_tool"), (_BASE, "Tool.arun", "_atool"),

@@ -22,6 +22,5 @@ class DSPyInstrumentor(ToolInstrumentor):
     """``execute_tool`` spans for DSPy tools."""
 
     _instruments = ("dspy >= 2.6",)
-    TRIGGER = "dspy"
     SOURCE = "dspy"
     PATCHES = ((_TOOL, "Tool.__call__", "_tool"), (_TOOL, "Tool.acall", "_atool"))

@@ -20,13 +20,12 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 from ..._log import FAULTS, fault, internal_error, warn_once
+from .._base import Instrumentor
 from ._threads import _run_in
 
 
@@ -68,21 +67,19 @@ def _on_gevent_event(event: Any) -> None:
         internal_error("gevent.patch_all")
 
 
-class GeventInstrumentor(BaseInstrumentor):
+class GeventInstrumentor(Instrumentor):
     """Task context into greenlets; exports that survive a late ``monkey.patch_all()``."""
 
     _instruments = ("gevent >= 20.0",)
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return self._instruments
-
-    def _instrument(self, **kwargs: Any) -> None:
-        import gevent
+    def applied(self) -> None:
+        # Patched by hand, not wrapped: the map family hands the function to a greenlet it
+        # starts itself (through the compiled ``Greenlet.spawn``), so it is wrapped where the
+        # caller's context is still current.
+        import gevent  # the trigger: imported already
         import gevent.pool
 
         self._originals: list[tuple[Any, str, Any]] = []
-        # The map family hands the function to a greenlet it starts itself (through the
-        # compiled ``Greenlet.spawn``): wrapped where the caller's context is still current.
         mapping = gevent.pool.GroupMappingMixin
         patches = [(gevent, "spawn", 0), (gevent, "spawn_later", 1),
                    (gevent.pool.Group, "spawn", 1)]
@@ -101,12 +98,12 @@ class GeventInstrumentor(BaseInstrumentor):
         if _on_gevent_event not in zope.event.subscribers:
             zope.event.subscribers.append(_on_gevent_event)
 
-    def _uninstrument(self, **kwargs: Any) -> None:
+    def removed(self) -> None:
         for owner, name, original in reversed(getattr(self, "_originals", [])):
             setattr(owner, name, original)
         self._originals = []
         try:
-            import zope.event
+            import zope.event  # a dependency of gevent
         except ImportError:
             return
         if _on_gevent_event in zope.event.subscribers:

@@ -22,7 +22,6 @@ class HaystackInstrumentor(ToolInstrumentor):
     """``execute_tool`` spans for Haystack tools."""
 
     _instruments = ("haystack-ai >= 2.12",)
-    TRIGGER = "haystack"
     SOURCE = "haystack"
     PATCHES = (("haystack.tools.tool", "Tool.invoke", "_tool"),
                ("haystack.tools.tool", "Tool.invoke_async", "_invoke_async"))

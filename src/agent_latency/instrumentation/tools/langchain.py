@@ -29,7 +29,6 @@ class LangChainInstrumentor(FrameworkInstrumentor):
     """``execute_tool`` spans for LangChain / LangGraph tools."""
 
     _instruments = ("langchain-core >= 0.1",)
-    TRIGGER = "langchain_core"
     PATCHES = (("langchain_core.tools", "BaseTool.run", "_run"),
                ("langchain_core.tools", "BaseTool.arun", "_arun"))
 

@@ -24,7 +24,6 @@ class LlamaIndexInstrumentor(ToolInstrumentor):
     """``execute_tool`` spans for LlamaIndex function tools."""
 
     _instruments = ("llama-index-core >= 0.12",)
-    TRIGGER = "llama_index.core"
     SOURCE = "llama_index"
     PATCHES = ((_FUNCTION_TOOL, "FunctionTool.call", "_tool"),
                (_FUNCTION_TOOL, "FunctionTool.acall", "_atool"))

@@ -22,22 +22,21 @@ gets no process span (its calls have theirs).
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 import weakref
-from collections.abc import Collection
 from contextlib import nullcontext
 from typing import Any
 
 from opentelemetry import propagate, trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-from opentelemetry.instrumentation.utils import suppress_instrumentation, unwrap
+from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ... import semconv
 from ..._log import FAULTS, fault, internal_error
 from ..._scope import start_tool, tool_attributes, tracer
-from .._imports import when_imported
+from .._base import Instrumentor, Patch
 from ._frameworks import acall_as_tool
 
 # stream object -> (transport, get_session_id or None), filled by the transport wrappers.
@@ -141,63 +140,39 @@ def _meta_server_time(result: Any) -> float | None:
     return None
 
 
-class MCPInstrumentor(BaseInstrumentor):
+class MCPInstrumentor(Instrumentor):
     """``execute_tool`` spans for MCP ``tools/call`` on the client side."""
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return ("mcp >= 1.0",)
+    _instruments = ("mcp >= 1.0",)
 
-    def _instrument(self, **kwargs: Any) -> None:
+    def setup(self, **kwargs: Any) -> None:
         self._inject = _mcp_major() < 2  # mcp 2 injects the context itself
-        self._wrapped: list[tuple[Any, str]] = []
-        self._active = True
-        # Patched when the program imports mcp (at once if it already has): importing it
-        # here would cost every instrumented program the SDK's import time.
-        when_imported("mcp", self._patch)
 
-    def _patch(self, _module: Any = None) -> None:
-        import importlib
-
-        from wrapt import wrap_function_wrapper
-
-        if not self._active or self._wrapped:
-            return
-        session_mod = importlib.import_module("mcp.client.session")
-        cls = session_mod.ClientSession
-        wrap_function_wrapper(cls, "call_tool", self._call_tool)
-        wrap_function_wrapper(cls, "__init__", _session_init)
-        self._wrapped += [(cls, "call_tool"), (cls, "__init__")]
-        stdio = sys.modules.get("mcp.client.stdio")
-        if stdio is not None and hasattr(stdio, "_create_platform_compatible_process"):
-            # The server process is the transport, not a tool run (also when the program
-            # kept a reference to the unwrapped stdio_client).
-            wrap_function_wrapper(stdio, "_create_platform_compatible_process", _no_span)
-            self._wrapped.append((stdio, "_create_platform_compatible_process"))
+    def patches(self) -> list[Patch]:
+        rows: list[Patch] = [("mcp.client.session", "ClientSession.call_tool", self._call_tool),
+                             ("mcp.client.session", "ClientSession.__init__", _session_init),
+                             # The server process is the transport, not a tool run.
+                             ("mcp.client.stdio", "_create_platform_compatible_process",
+                              _no_span)]
         for module_name, func, transport, suppress in _TRANSPORTS:
             try:
-                module = importlib.import_module(module_name)
+                importlib.import_module(module_name)
             except Exception:  # noqa: BLE001, S112 - optional transports (websockets …)
                 continue
-            original = getattr(module, func, None)
-            if original is None:
+            rows.append((module_name, func, _wrap_transport(transport, suppress)))
+        return rows
+
+    def applied(self) -> None:
+        # The same functions re-exported by the packages (``from mcp import stdio_client``).
+        for module, func in list(self._wrapped):
+            if not module.__name__.startswith("mcp.client."):
                 continue
-            wrap_function_wrapper(module, func, _wrap_transport(transport, suppress))
-            self._wrapped.append((module, func))
-            # The same function re-exported by the packages (``from mcp import stdio_client``).
             for alias in ("mcp", "mcp.client"):
                 mod = sys.modules.get(alias)
-                if mod is not None and getattr(mod, func, None) is original:
+                if mod is not None and getattr(mod, func, None) is getattr(
+                        module, func).__wrapped__:
                     setattr(mod, func, getattr(module, func))
                     self._wrapped.append((mod, func))
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._active = False
-        for owner, name in reversed(getattr(self, "_wrapped", [])):
-            try:
-                unwrap(owner, name)
-            except Exception:  # noqa: BLE001, S110 - restore what can be
-                pass
-        self._wrapped = []
 
     async def _call_tool(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
                          kwargs: dict[str, Any]) -> Any:

@@ -20,7 +20,6 @@ class MiniSweAgentInstrumentor(FrameworkInstrumentor):
     """Tasks for mini-swe-agent runs."""
 
     _instruments = ("mini-swe-agent >= 1.0",)
-    TRIGGER = "minisweagent"
     PATCHES = (("minisweagent.agents.default", "DefaultAgent.run", "_run"),)
 
     @staticmethod

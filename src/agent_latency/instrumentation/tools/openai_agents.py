@@ -16,18 +16,18 @@ Patched when the program imports ``agents``; the SDK's own tracing is left alone
 
 from __future__ import annotations
 
+import importlib
 import sys
-from collections.abc import Collection
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span, Status, StatusCode
 
 from ... import semconv
 from ..._log import FAULTS, fault, internal_error
 from ..._scope import end_task, start_tool, tool_attributes
-from .._imports import when_imported
+from .._base import Instrumentor, Patch
+from . import _threads
 from ._frameworks import RunTask, acall_as_task, acall_as_tool, call_as_task, in_run
 
 
@@ -72,62 +72,43 @@ def _restore(done: list[tuple[Any, str]], originals: dict[str, Any]) -> None:
             setattr(mod, name, originals[name])
 
 
-class OpenAIAgentsInstrumentor(BaseInstrumentor):
+class OpenAIAgentsInstrumentor(Instrumentor):
     """Tasks for Agents SDK runs and ``execute_tool`` spans for their function tools."""
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return ("openai-agents >= 0.0.3",)
+    _instruments = ("openai-agents >= 0.0.3",)
+    SHARED = (_threads.PATCH,)
 
-    def _instrument(self, **kwargs: Any) -> None:
-        self._active = True
-        self._wrapped: list[tuple[Any, str]] = []
-        self._rebound: list[tuple[Any, str]] = []
-        self._originals: dict[str, Any] = {}
-        from ._threads import acquire
-
-        acquire()
-        when_imported("agents", self._patch)
-
-    def _patch(self, _module: Any = None) -> None:
-        if not self._active or self._wrapped:
-            return
-        import importlib
-
-        from wrapt import wrap_function_wrapper
-
+    def patches(self) -> list[Patch]:
         run_mod = importlib.import_module("agents.run")
         runner_cls = getattr(run_mod, "AgentRunner", None)
-        if runner_cls is None:  # early SDKs: the classmethods on Runner
-            runner_cls = run_mod.Runner
-        for method, wrapper in (("run", self._run), ("run_sync", self._run_sync),
-                                ("run_streamed", self._run_streamed)):
-            if hasattr(runner_cls, method):
-                wrap_function_wrapper(runner_cls, method, wrapper)
-                self._wrapped.append((runner_cls, method))
+        runner = "AgentRunner" if runner_cls is not None else "Runner"  # early SDKs: classmethods
+        rows: list[Patch] = [("agents.run", f"{runner}.{method}", wrapper)
+                             for method, wrapper in (("run", self._run),
+                                                     ("run_sync", self._run_sync),
+                                                     ("run_streamed", self._run_streamed))]
         tool_mod = importlib.import_module("agents.tool")
+        # The first one found is the innermost; wrapping both would double the spans.
         for fname in ("_invoke_function_tool_with_metadata", "invoke_function_tool"):
-            original = getattr(tool_mod, fname, None)
-            if original is None:
-                continue
-            wrap_function_wrapper(tool_mod, fname, self._tool)
-            self._wrapped.append((tool_mod, fname))
-            self._originals[fname] = original
-            rebind("agents", tool_mod, fname, getattr(tool_mod, fname), original,
-                   self._rebound)
-            break  # the first one found is the innermost; wrapping both would double spans
+            if getattr(tool_mod, fname, None) is not None:
+                rows.append(("agents.tool", fname, self._tool))
+                break
+        return rows
 
-    def _uninstrument(self, **kwargs: Any) -> None:
-        self._active = False
+    def applied(self) -> None:
+        # Modules that imported the tool function by name call the unwrapped one: rebound.
+        self._rebound: list[tuple[Any, str]] = []
+        self._originals: dict[str, Any] = {}
+        tool_mod = importlib.import_module("agents.tool")
+        for owner, fname in self._wrapped:
+            if owner is tool_mod:
+                original = getattr(tool_mod, fname).__wrapped__
+                self._originals[fname] = original
+                rebind("agents", tool_mod, fname, getattr(tool_mod, fname), original,
+                       self._rebound)
+
+    def removed(self) -> None:
         _restore(self._rebound, self._originals)
-        for owner, name in reversed(self._wrapped):
-            try:
-                unwrap(owner, name)
-            except Exception:  # noqa: BLE001, S110 - restore what can be
-                pass
-        self._wrapped, self._rebound = [], []
-        from ._threads import release
-
-        release()
+        self._rebound = []
 
     # -- runs ------------------------------------------------------------------------------
     async def _run(self, wrapped: Any, instance: Any, args: tuple[Any, ...],

@@ -23,7 +23,6 @@ class PydanticAIInstrumentor(ToolInstrumentor):
     """``execute_tool`` spans for pydantic-ai function tools."""
 
     _instruments = ("pydantic-ai-slim >= 1.0",)
-    TRIGGER = "pydantic_ai"
     SOURCE = "pydantic_ai"
     PATCHES = (("pydantic_ai.toolsets.function", "FunctionToolset.call_tool", "_atool"),)
 

@@ -31,7 +31,6 @@ class SmolagentsInstrumentor(FrameworkInstrumentor):
     """Tasks for smolagents runs and ``execute_tool`` spans for its tools."""
 
     _instruments = ("smolagents >= 1.0",)
-    TRIGGER = "smolagents"
     PATCHES = (("smolagents.agents", "MultiStepAgent.run", "_run"),
                ("smolagents.tools", "Tool.__call__", "_call_tool"))
 

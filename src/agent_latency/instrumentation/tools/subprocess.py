@@ -42,12 +42,10 @@ import subprocess
 import sys
 import threading
 import weakref
-from collections.abc import Collection
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
 from opentelemetry.trace import Status, StatusCode
 from wrapt import wrap_function_wrapper
@@ -56,6 +54,8 @@ from ... import semconv
 from ..._env import env_flag
 from ..._log import FAULTS, fault, internal_error
 from ..._scope import mark_error, start_tool, tool_attributes
+from .._base import Instrumentor, Patch
+from . import _threads
 from ._child_context import (
     _fork_exec_hook,
     _pending,
@@ -323,24 +323,29 @@ def _get(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -
     return args[index] if index < len(args) else None
 
 
-class SubprocessInstrumentor(BaseInstrumentor):
+class SubprocessInstrumentor(Instrumentor):
     """Process spans for ``subprocess``, ``asyncio`` subprocesses and ``os.system``."""
 
+    SHARED = (_threads.PATCH,)
     _pos: _Positions | None = None
     _env_token: object | None = None
     _hooked = False
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return ()
-
-    def _instrument(self, **kwargs: Any) -> None:
+    def setup(self, **kwargs: Any) -> None:
         self._pos = _POSITIONS
         self._capture = env_flag(semconv.ENV_CAPTURE_COMMAND, False)
         self._propagate = env_flag(semconv.ENV_PROPAGATE, True)
-        wrap_function_wrapper(subprocess.Popen, "_execute_child", self._execute_child)
-        wrap_function_wrapper(subprocess.Popen, "wait", _note_timeout)
-        wrap_function_wrapper(subprocess.Popen, "communicate", _note_timeout)
-        wrap_function_wrapper(subprocess.Popen, "send_signal", _note_signal)
+
+    def patches(self) -> list[Patch]:
+        rows: list[Patch] = [("subprocess", "Popen._execute_child", self._execute_child),
+                             ("subprocess", "Popen.wait", _note_timeout),
+                             ("subprocess", "Popen.communicate", _note_timeout),
+                             ("subprocess", "Popen.send_signal", _note_signal)]
+        if os.name == "posix":
+            rows.append(("os", "system", self._system))
+        return rows
+
+    def applied(self) -> None:
         subprocess.Popen.returncode = _RETURNCODE
         self._hooked = False
         real = getattr(subprocess, "_fork_exec", None)
@@ -348,22 +353,13 @@ class SubprocessInstrumentor(BaseInstrumentor):
             subprocess._fork_exec = _fork_exec_hook(real)  # type: ignore[attr-defined]  # private, not in typeshed
             wrap_function_wrapper(subprocess.Popen, "_posix_spawn", _posix_spawn_hook)
             self._hooked = True
-        if os.name == "posix":
-            wrap_function_wrapper(os, "system", self._system)
-        from ._threads import acquire
-
-        acquire()
         # A process started by an instrumented parent joins the parent's trace.
         if trace.get_current_span().get_span_context().is_valid is False:
             ctx = parent_context_from_env()
             if ctx is not None:
                 self._env_token = otel_context.attach(ctx)
 
-    def _uninstrument(self, **kwargs: Any) -> None:
-        unwrap(subprocess.Popen, "_execute_child")
-        unwrap(subprocess.Popen, "wait")
-        unwrap(subprocess.Popen, "communicate")
-        unwrap(subprocess.Popen, "send_signal")
+    def removed(self) -> None:
         if self._hooked:
             unwrap(subprocess.Popen, "_posix_spawn")
             hook = getattr(subprocess, "_fork_exec", None)
@@ -373,11 +369,6 @@ class SubprocessInstrumentor(BaseInstrumentor):
             self._hooked = False
         if isinstance(subprocess.Popen.__dict__.get("returncode"), property):
             del subprocess.Popen.returncode
-        if os.name == "posix":
-            unwrap(os, "system")
-        from ._threads import release
-
-        release()
         if self._env_token is not None:
             try:
                 otel_context.detach(self._env_token)  # type: ignore[arg-type]  # a Token kept as object
@@ -385,7 +376,6 @@ class SubprocessInstrumentor(BaseInstrumentor):
                 pass
             self._env_token = None
 
-    # Popen._execute_child(self, args, executable, ..., env, ..., shell, ...)
     def _execute_child(self, wrapped: Any, instance: Any, args: tuple[Any, ...],
                        kwargs: dict[str, Any]) -> Any:
         if not is_instrumentation_enabled() or library_probe():
