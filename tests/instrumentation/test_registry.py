@@ -1,4 +1,4 @@
-"""The registry of integrations: one list, seen alike by instrument() and opentelemetry-instrument."""
+"""The registry of integrations: one list for instrument() and opentelemetry-instrument."""
 
 from __future__ import annotations
 
