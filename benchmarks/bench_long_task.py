@@ -39,7 +39,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 import agent_latency
 from agent_latency import semconv
 from agent_latency.budget import split
-from agent_latency.budget._spans import span_intervals
+from agent_latency.codec import span_intervals
 from agent_latency.instrumentation.llm import Endpoint, Settings
 from agent_latency.instrumentation.llm._invoke import call_wrapper
 

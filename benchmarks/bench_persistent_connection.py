@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import agent_latency
 from agent_latency import BudgetSpanProcessor, semconv
 from agent_latency.budget import Scenario, project
-from agent_latency.budget._spans import span_intervals
+from agent_latency.codec import span_intervals
 from agent_latency.instrumentation.llm.openai import OpenAIInstrumentor
 from agent_latency.simulator import SimulatorConfig, SimulatorProcess, kernel_delay_unavailable
 

@@ -47,8 +47,15 @@ def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
         for target in targets:
             while target and target not in known:
                 target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
+            if not target or target == name:
+                continue
+            found.add(target)
+            # Importing a submodule runs its packages' __init__ first, unless the importer
+            # sits inside them (then they are already running).
+            package = target.rpartition(".")[0]
+            while package and package in known and not name.startswith(package + "."):
+                found.add(package)
+                package = package.rpartition(".")[0]
     return found
 
 
@@ -108,6 +115,18 @@ class TestImportGraph:
         """Every import, in a function or under TYPE_CHECKING too, runs one way."""
         circles = _circles(_graph())
         assert circles == [], "\n".join(" <-> ".join(c) for c in circles)
+
+    def test_budget_is_pure(self) -> None:
+        """The budget engine imports nothing else of the package."""
+        graph = _graph()
+        outside = {f"{m} -> {t}" for m, targets in graph.items()
+                   if m.startswith(f"{PACKAGE}.budget") for t in targets
+                   if not t.startswith(f"{PACKAGE}.budget")}
+        assert outside == set()
+
+    def test_names_at_the_bottom(self) -> None:
+        """semconv takes nothing from the package but the budget's names."""
+        assert _graph()[f"{PACKAGE}.semconv"] <= {f"{PACKAGE}.budget", f"{PACKAGE}.budget._interval"}
 
     def test_detects_a_circle(self) -> None:
         """The check itself finds a two-module loop."""

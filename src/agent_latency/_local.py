@@ -31,7 +31,7 @@ from ._log import internal_error, warn_once
 from ._otlp_json import encode_line, encode_request
 from ._process import process_task
 from .budget import COMPONENTS, Budget
-from .budget._spans import adopt_other_parts
+from .codec import adopt_other_parts
 
 ENV_MAX_FILE_MB = "AGENT_LATENCY_MAX_FILE_MB"
 """Size in MB (10^6 bytes) at which ``traces.jsonl`` is rotated (default 100)."""

@@ -41,16 +41,15 @@ from ._sdk import span_kind as _span_kind
 from ._sdk import span_name as _span_name
 from ._sdk import span_parent as _span_parent
 from ._sdk import start_ns as _start_ns
-from .budget import COMPONENTS, OTHER_PARTS, Budget, Interval, UnknownComponentError
-from .budget._spans import (
+from .budget import COMPONENTS, OTHER_PARTS, Budget, Interval, RunningSplit, UnknownComponentError
+from .codec import (
+    TaskNode,
     budget_attributes,
     count_span,
     is_tool,
     span_intervals,
     startup_overlay,
 )
-from .budget._split import RunningSplit
-from .budget._tree import TaskNode
 
 _DEFAULT_MAX_OPEN_TASKS = 10_000
 _DEFAULT_MAX_TASK_AGE_S = 24 * 3600.0

@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_latency.budget import COMPONENTS, OTHER_PARTS, Interval, other_parts, split
-from agent_latency.budget._split import RunningSplit
+from agent_latency.budget import COMPONENTS, OTHER_PARTS, Interval, RunningSplit, other_parts, split
 
 MS = 1_000_000
 PHASES = ["tool", "prefill", "output_generation", "rtt", "client", "client_tail", "tail",

@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_latency.budget import Interval, connection_setup_saving, split
-from agent_latency.budget._split import RunningSplit
+from agent_latency.budget import Interval, RunningSplit, connection_setup_saving, split
 
 MS = 1_000_000
 PHASES = ["tool", "prefill", "output_generation", "rtt", "client", "dns", "connect", "tls",

@@ -1,4 +1,4 @@
-"""The task tree (budget._tree): one assembly of tasks for the processor and the report."""
+"""The task tree (codec): one assembly of tasks for the processor and the report."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 from agent_latency import semconv
 from agent_latency.budget import COMPONENTS, COUNT_NAMES
-from agent_latency.budget._spans import is_tool
-from agent_latency.budget._tree import TaskNode, assemble
+from agent_latency.codec import TaskNode, assemble, is_tool
 from agent_latency.report._read import StoredSpan as Span  # the record assemble() reads
 
 

@@ -4,9 +4,9 @@ It turns one LLM call's marks into phases (:func:`call_phases`), a task's busy i
 into the five-component split of its wall time and the parts of its ``other`` time
 (:func:`split`), and a recorded task into a what-if projection (:func:`project`).  The
 span processor runs it in-process; the offline report runs it on stored traces.
-``budget._tree`` assembles tasks from spans (the task tree, shared by the processor and the
-report).  The component and count names (``COMPONENTS``, ``COUNT_NAMES``) are the engine's;
-``semconv`` re-exports them.
+It imports nothing else of the package: reading spans into its intervals and tasks is
+``agent_latency.codec``'s.  The component and count names (``COMPONENTS``, ``COUNT_NAMES``)
+are the engine's; ``semconv`` re-exports them.
 """
 
 from ._call import (
@@ -24,6 +24,7 @@ from ._interval import (
     COMPONENTS,
     CONNECTION_SETUP_PHASES,
     COUNT_NAMES,
+    IMPORTS,
     OTHER_PARTS,
     OVERLAY_PHASES,
     PHASE_COMPONENT,
@@ -32,7 +33,7 @@ from ._interval import (
     UnknownComponentError,
     component_of,
 )
-from ._split import Budget, other_parts, split
+from ._split import Budget, RunningSplit, other_parts, split
 from ._whatif import Projection, Scenario, connection_setup_saving, project
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "COMPONENTS",
     "CONNECTION_SETUP_PHASES",
     "COUNT_NAMES",
+    "IMPORTS",
     "CallMarks",
     "CallPhases",
     "ESTIMATED",
@@ -51,6 +53,7 @@ __all__ = [
     "PHASE_ORDER",
     "PHASE_PART",
     "Projection",
+    "RunningSplit",
     "SERVER_REPORTED",
     "Scenario",
     "UnknownComponentError",

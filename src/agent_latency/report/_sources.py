@@ -23,7 +23,7 @@ every trace, whatever its source, and are reported, never silent: spans from sev
 services whose clocks disagree (a child outside its parent: its service's spans are
 shifted into the parent, as Jaeger's UI does, and the shift is stated) here, and LLM or
 tool spans that belong to no task (the task span is missing: the process died first) in
-the task tree, which finds every span's task anyway (``budget._tree.assemble``).
+the task tree, which finds every span's task anyway (``codec.assemble``).
 """
 
 from __future__ import annotations
@@ -593,7 +593,7 @@ def check_traces(traces: Iterable[list[StoredSpan]],
                  problems: list[str]) -> Iterator[list[StoredSpan]]:
     """Each trace, its clock skew between services corrected and stated (appended to
     ``problems``).  LLM calls and tools in no task are stated by the task tree
-    (``budget._tree.assemble``), which walks every span's ancestry anyway."""
+    (``codec.assemble``), which walks every span's ancestry anyway."""
     for spans in traces:
         service = spans[0].service if spans else ""
         if any(s.service != service for s in spans):

@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import semconv
 from ..budget import COMPONENTS
-from ..budget._tree import TaskNode
+from ..codec import TaskNode
 from ._read import StoredSpan
 from ._stats import summarize
 from ._times import iso_time

@@ -1,16 +1,16 @@
 """Tasks and their budgets recomputed from stored spans: the budget engine's task tree
-(``budget._tree``) run on a trace's spans at once, as the live processor runs it span by
+(``codec``) run on a trace's spans at once, as the live processor runs it span by
 span."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..budget._tree import TaskNode, assemble
+from ..codec import TaskNode, assemble
 from ._read import StoredSpan
 
 #: One task found in a trace: ``span`` (its :class:`StoredSpan`), ``name``, ``intervals``,
-#: ``counts``, ``budget`` and ``parent`` (see :class:`agent_latency.budget._tree.TaskNode`).
+#: ``counts``, ``budget`` and ``parent`` (see :class:`agent_latency.codec.TaskNode`).
 StoredTask = TaskNode
 
 

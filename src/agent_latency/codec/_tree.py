@@ -21,9 +21,8 @@ from itertools import chain
 from typing import Any, Protocol
 
 from .. import semconv
-from ._interval import COMPONENTS, COUNT_NAMES, Interval, UnknownComponentError
+from ..budget import COMPONENTS, COUNT_NAMES, Budget, Interval, UnknownComponentError, split
 from ._spans import adopt_other_parts, count_span, is_tool, span_intervals, startup_overlay
-from ._split import Budget, split
 
 TASK_NAME = semconv.TASK_NAME
 COMPONENT = semconv.COMPONENT

@@ -10,17 +10,17 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .. import semconv
-from ._call import phases_to_intervals
-from ._interval import (
+from ..budget import (
     COMPONENTS,
     IMPORTS,
     OTHER_PARTS,
     PHASE_COMPONENT,
+    Budget,
     Interval,
     UnknownComponentError,
+    connection_setup_saving,
+    phases_to_intervals,
 )
-from ._split import Budget
-from ._whatif import connection_setup_saving
 
 _LLM_PHASES = tuple((attr, phase) for attr, phase, _ in semconv.LLM_PHASES)
 # A persistent connection's setup span: its phases in the order they happen.

@@ -1,0 +1,34 @@
+"""Spans and the budget, both ways: what a span's attributes say as budget intervals and
+counts, a task's budget as attributes, and the task tree assembled from spans.
+
+The one reading of our attributes: the live span processor, the local exporter's summary
+and the offline report all read spans through it, and write budgets through it, so the
+tiling of a call's phases exists once.  It sits between ``semconv`` (the names) and the
+pure engine (``budget``) on one side, and the processor and the report on the other.
+"""
+
+from ._spans import (
+    adopt_other_parts,
+    budget_attributes,
+    connection_reuse_ratio,
+    count_span,
+    is_tool,
+    other_part_attributes,
+    span_intervals,
+    startup_overlay,
+)
+from ._tree import SpanRecord, TaskNode, assemble
+
+__all__ = [
+    "SpanRecord",
+    "TaskNode",
+    "adopt_other_parts",
+    "assemble",
+    "budget_attributes",
+    "connection_reuse_ratio",
+    "count_span",
+    "is_tool",
+    "other_part_attributes",
+    "span_intervals",
+    "startup_overlay",
+]
