@@ -16,6 +16,10 @@ from typing import Any
 
 Finisher = Callable[[Any, int], object]  # what it returns is ignored
 
+#: Set-up's ``(stop, restart)`` of the exports it started, while instrumented (None before
+#: and after): gevent's late ``monkey.patch_all()`` restarts them as gevent threads.
+export_control: tuple[Callable[[], None], Callable[[], None]] | None = None
+
 finishers: list[Finisher] = []
 
 

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from . import _scope, semconv
+from ._child_context import parent_context_from_env
 from ._lifecycle import flush_provider
 from ._log import FAULTS, fault, internal_error
 from ._names import default_name
@@ -53,8 +54,6 @@ class ProcessTask:
     def open(self, name: str, start_ns: int, attributes: dict[str, Any]) -> None:
         """Start the task span and make it the current context of the calling thread."""
         from opentelemetry import context as otel_context
-
-        from .instrumentation.tools._child_context import parent_context_from_env
 
         span, ctx = _scope.start_task(
             name, attributes={**attributes, semconv.TOOL_PID: os.getpid()},

@@ -25,7 +25,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from . import _export_guard, _exporters, _lifecycle, semconv
+from . import _export_guard, _exporters, _hooks, _lifecycle, semconv
 from ._env import (
     batch_span_settings,
     env_flag,
@@ -146,6 +146,7 @@ def _instrument(summary: bool | None, targets: list[str] | None,
                 trace.set_tracer_provider(provider)
         from .instrumentation import _all
 
+        _hooks.export_control = (stop_exports, restart_exports)
         state.instrumentors = _all.instrument_all(targets)
         _state = state
         _export_guard.exit_timeout_s = env_number(semconv.ENV_EXIT_TIMEOUT,
@@ -170,6 +171,7 @@ def uninstrument() -> None:
         state, _state = _state, None
     if state is None:
         return
+    _hooks.export_control = None
     from .instrumentation import _all
 
     _all.cancel_pending()

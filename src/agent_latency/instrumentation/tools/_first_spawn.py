@@ -33,8 +33,8 @@ def defer(apply: Callable[[], None]) -> None:
     from opentelemetry import context as otel_context
     from opentelemetry import trace
 
+    from ..._child_context import parent_context_from_env
     from . import _threads
-    from ._child_context import parent_context_from_env
 
     with _lock:
         if _state:

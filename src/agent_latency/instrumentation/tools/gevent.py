@@ -24,6 +24,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
+from ... import _hooks
 from ..._log import FAULTS, fault, internal_error, warn_once
 from .._base import Instrumentor
 from ._threads import _run_in
@@ -51,18 +52,18 @@ def _on_gevent_event(event: Any) -> None:
     try:
         if FAULTS:
             fault("gevent.patch_all")
-        from ... import configure
-
-        if not configure.is_instrumented():
+        control = _hooks.export_control
+        if control is None:  # not instrumented (any more)
             return
+        stop_exports, restart_exports = control
         if name == "GeventWillPatchAllEvent":
             warn_once("gevent-after-instrument", "agent-latency: gevent's monkey.patch_all() "
                       "ran after agent_latency.instrument(); the exports are restarted as "
                       "gevent threads. Patch first (before importing agent_latency) where "
                       "you can: threads the program started before the patch stay real")
-            configure.stop_exports()
+            stop_exports()
         else:
-            configure.restart_exports()
+            restart_exports()
     except Exception:  # noqa: BLE001
         internal_error("gevent.patch_all")
 

@@ -51,12 +51,7 @@ from opentelemetry.trace import Status, StatusCode
 from wrapt import wrap_function_wrapper
 
 from ... import semconv
-from ..._env import env_flag
-from ..._log import FAULTS, fault, internal_error
-from ..._scope import mark_error, start_tool, tool_attributes
-from .._base import Instrumentor, Patch
-from . import _threads
-from ._child_context import (
+from ..._child_context import (
     _fork_exec_hook,
     _pending,
     _posix_spawn_hook,
@@ -65,6 +60,11 @@ from ._child_context import (
     context_env,
     parent_context_from_env,
 )
+from ..._env import env_flag
+from ..._log import FAULTS, fault, internal_error
+from ..._scope import mark_error, start_tool, tool_attributes
+from .._base import Instrumentor, Patch
+from . import _threads
 from ._probes import library_probe
 
 _SPAN = "_agent_latency_span"

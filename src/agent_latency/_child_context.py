@@ -14,7 +14,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.propagators.textmap import DefaultGetter
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from ..._log import FAULTS, fault, internal_error
+from ._log import FAULTS, fault, internal_error
 
 
 def context_env(span: trace.Span) -> dict[str, str]:
