@@ -26,6 +26,7 @@ def context_env(span: trace.Span) -> dict[str, str]:
     if sc.trace_state:
         env["TRACESTATE"] = sc.trace_state.to_header()
     if baggage.get_all():
+        # Only with baggage: start-up time most programs never need.
         from opentelemetry.baggage.propagation import W3CBaggagePropagator
 
         carrier: dict[str, str] = {}
@@ -134,6 +135,7 @@ def parent_context_from_env(environ: Any = None) -> otel_context.Context | None:
     try:
         ctx = TraceContextTextMapPropagator().extract(carrier, getter=DefaultGetter())
         if environ.get("BAGGAGE"):
+            # Only with baggage: start-up time most programs never need.
             from opentelemetry.baggage.propagation import W3CBaggagePropagator
 
             ctx = W3CBaggagePropagator().extract({"baggage": environ["BAGGAGE"]}, context=ctx)

@@ -223,6 +223,7 @@ def _guarded_metric_exporter_class() -> type:
     program that exports no metrics never needs."""
     if _metric_guard:
         return _metric_guard[0]
+    # The SDK's metrics package: start-up time a program without metrics never needs.
     from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 
     class GuardedMetricExporter(MetricExporter):
@@ -282,6 +283,7 @@ def guard_span_exporter(exporter: SpanExporter) -> SpanExporter:
 
 def guard_metric_reader_exporter(exporter: Any) -> Any:
     """A push metric exporter wrapped; anything else (a pull reader) as it is."""
+    # The SDK's metrics package: start-up time a program without metrics never needs.
     from opentelemetry.sdk.metrics.export import MetricExporter
 
     if not isinstance(exporter, MetricExporter):

@@ -64,6 +64,7 @@ def metric_readers(names: list[str],
     interval and timeout)."""
     if not names:
         return []  # without importing the SDK's metrics package: start-up time
+    # The SDK's metrics package: start-up time a program without metrics never needs.
     from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 
     readers = []

@@ -16,6 +16,8 @@ from collections import deque
 from time import perf_counter, process_time_ns, time_ns
 from typing import Any
 
+from . import semconv
+
 _KEEP = 4096
 
 
@@ -89,6 +91,7 @@ class ImportTimes:
 def _bootstrap() -> Any:
     """``importlib._bootstrap``, where CPython looks ``_find_and_load`` up (typed loosely:
     typeshed does not list its private functions)."""
+    # Private: loaded with the interpreter, named here only, where it is looked up.
     import importlib._bootstrap as bootstrap
 
     return bootstrap
@@ -100,7 +103,6 @@ IMPORTS = ImportTimes()
 def startup_attributes(start_ns: int) -> dict[str, float]:
     """A process task's ``agent_latency.task.startup``: from ``start_ns`` to when imports
     began to be timed (none before they are)."""
-    from . import semconv
 
     if not IMPORTS.since_ns:
         return {}

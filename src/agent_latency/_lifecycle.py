@@ -157,6 +157,7 @@ def _flush_when_idle(process: Any) -> None:
 
 
 def _spans_queued() -> bool:
+    # Imported by instrument() already: a look-up, at exit or in a forked child.
     from opentelemetry import trace
 
     from ._sdk import batch_processors, batch_queue
@@ -190,6 +191,7 @@ def _wait_for_shutdown_exports(provider: object, deadline: float) -> None:
     """A signal during the provider's own shutdown (at exit) finds ``force_flush`` a no-op
     while the shutdown's last export is still running on the batch worker: wait for it
     (SDK internals, looked up defensively) until the deadline."""
+    # Imported by instrument() already: a look-up, at exit or in a forked child.
     from ._sdk import batch_processors, batch_worker
 
     for batch in batch_processors(provider):
@@ -203,6 +205,7 @@ def _drop_parents_queued_spans() -> None:
     """Empty the batch processors' queues in the child: spans the parent ended before the
     fork are the parent's to export.  The SDK's own fork hook does this too; seen to miss
     now and then under ``Pool`` (a parent span exported twice), so it is made sure here."""
+    # Imported by instrument() already: a look-up, at exit or in a forked child.
     from opentelemetry import trace
 
     from ._sdk import batch_processors, batch_queue

@@ -222,6 +222,7 @@ def _above_stdio(fd: int) -> int:
     if fd > 2:
         return fd
     try:
+        # POSIX only.
         import fcntl
 
         moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)

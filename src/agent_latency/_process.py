@@ -53,6 +53,7 @@ class ProcessTask:
 
     def open(self, name: str, start_ns: int, attributes: dict[str, Any]) -> None:
         """Start the task span and make it the current context of the calling thread."""
+        # Loaded with the SDK already: a look-up.
         from opentelemetry import context as otel_context
 
         span, ctx = _scope.start_task(
@@ -122,6 +123,7 @@ if hasattr(os, "register_at_fork"):
 def open_process_task(name: str, start_ns: int, attributes: dict[str, Any]) -> bool:
     """Open :data:`process_task` and hook its end to exit, uncaught exceptions and fatal
     signals; False (and nothing done) when it was already opened in this process."""
+    # Only when a process task opens.
     import atexit
 
     if process_task.span is not None:
@@ -169,6 +171,7 @@ def _excepthook_wrapper(original: Any) -> Any:
     def excepthook(exc_type: Any, exc: Any, tb: Any) -> Any:
         try:
             if process_task.is_open:
+                # Loaded with the task already: a look-up in an exception hook.
                 from ._scope import capture_command, error_description
 
                 capture = capture_command()

@@ -72,6 +72,7 @@ def shape_problem() -> str | None:
     ``attributes`` (what :func:`attribute_store` relies on).
     """
     try:
+        # Inside the try: an SDK without these names fails the check, not the import.
         from opentelemetry.attributes import BoundedAttributes
         from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.trace import SpanContext, SpanKind

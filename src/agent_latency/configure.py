@@ -25,7 +25,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from . import _export_guard, _exporters, _hooks, _lifecycle, semconv
+from . import _export_guard, _exporters, _hooks, _lifecycle, _process, semconv
 from ._env import (
     batch_span_settings,
     env_flag,
@@ -44,7 +44,8 @@ from ._import_times import IMPORTS, startup_attributes
 from ._local import JsonLinesSpanExporter, TaskSummaryPrinter, default_traces_path
 from ._log import FAULTS, fault, internal_error, logger, warn_once
 from ._pauses import PAUSES
-from ._scope import end_open_tasks
+from ._scope import end_open_tasks, in_task
+from .instrumentation import _all
 from .processor import BudgetSpanProcessor
 
 
@@ -144,8 +145,6 @@ def _instrument(summary: bool | None, targets: list[str] | None,
                 _add_span_processor(provider, state.summary)
             if state.owns_provider:
                 trace.set_tracer_provider(provider)
-        from .instrumentation import _all
-
         _hooks.export_control = (stop_exports, restart_exports)
         state.instrumentors = _all.instrument_all(targets)
         _state = state
@@ -172,11 +171,8 @@ def uninstrument() -> None:
     if state is None:
         return
     _hooks.export_control = None
-    from .instrumentation import _all
-
     _all.cancel_pending()
-    from ._process import process_task
-
+    process_task = _process.process_task
     if process_task.is_open and process_task.implicit:
         process_task.end()  # with its budget, while the processor still computes them
     for instrumentor in state.instrumentors:
@@ -215,6 +211,7 @@ def _add_span_processor(provider: Any, processor: SpanProcessor) -> None:
     ``add_span_processor`` unless told not to (Phoenix's ``register()`` does, with
     ``replace_default_processor``): that would silently stop the host's export.
     """
+    # inspect is start-up time: only for a provider of the program's own.
     import inspect
 
     parameters: Mapping[str, inspect.Parameter]
@@ -237,9 +234,6 @@ def _open_implicit_process_task() -> None:
     parent — the ``TRACEPARENT`` of a process started by an instrumented one — is the
     process task's parent.
     """
-    from . import _process
-    from ._scope import in_task
-
     current = trace.get_current_span().get_span_context()
     if (_process.process_task.span is not None or not _process.on_main_thread()
             or in_task() or (current.is_valid and not current.is_remote)):
@@ -282,6 +276,7 @@ def _meter_provider() -> metrics.MeterProvider:
         # Nowhere to send metrics: leave the proxy, so a provider the program sets later
         # still receives our instruments.
         return provider
+    # The SDK's metrics package: start-up time a program without metrics never needs.
     from opentelemetry.sdk.metrics import MeterProvider
 
     # Shut down by our exit hook, within its bound, not by the SDK's unbounded one.
@@ -337,6 +332,7 @@ def stop_exports() -> None:
     the child (a process started from a greenlet hangs).  Processors made after the patch
     start gevent threads, with their fork hooks after gevent's.
     """
+    # Only under gevent's late patch.
     from ._sdk import remove_span_processors
 
     for provider, processors in _exporting.items():

@@ -8,6 +8,7 @@ reported on stderr in one line and the program runs uninstrumented.
 
 
 def _agent_latency_bootstrap() -> None:
+    # Imported inside: this runs in every Python of the run, whose namespace stays its own.
     import json
     import os
     import sys
@@ -45,6 +46,7 @@ def _agent_latency_bootstrap() -> None:
         if "sitecustomize" not in sys.modules and this is not None:
             sys.modules["sitecustomize"] = this
     try:
+        # Inside the try: an interpreter without agent_latency gets one warning, not a failed start.
         from agent_latency._inside import bootstrap
     except ImportError as exc:
         _warn(f"agent-latency: cannot import agent_latency in {sys.executable} ({exc}); "
@@ -58,6 +60,7 @@ def _agent_latency_bootstrap() -> None:
 
 
 def _warn(text: str) -> None:
+    # Imported inside: this runs in every Python of the run, whose namespace stays its own.
     import sys
 
     # None when stderr is closed (``2>&-``): print(file=None) would write to stdout.

@@ -33,6 +33,7 @@ def instrument_all(targets: list[str] | None = None) -> list[BaseInstrumentor]:
     for name in names:
         triggers = INTEGRATIONS[name].triggers
         if name == "subprocess":
+            # Its patches come with the first spawn: not loaded at instrument().
             from .tools import _first_spawn
 
             _first_spawn.defer(lambda: _apply("subprocess", done))
@@ -47,6 +48,7 @@ def cancel_pending() -> None:
     """Forget targets still waiting for their library's import."""
     global _generation
     _generation += 1
+    # Its patches come with the first spawn: not loaded at instrument().
     from .tools import _first_spawn
 
     _first_spawn.cancel()

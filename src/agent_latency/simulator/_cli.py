@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = config_from_args(ns)
         cfg.validate()
         if cfg.script is not None:
+            # Only with --script.
             from ._script import Script
 
             Script.load(cfg.script)

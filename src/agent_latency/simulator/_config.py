@@ -8,6 +8,9 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from ._faults import Fault
+from ._limits import CONFIG
+
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 
@@ -45,8 +48,6 @@ class SimulatorConfig:
 
     def validate(self) -> None:
         """Raise ``ValueError`` with a one-line message when a setting is unusable."""
-        from ._limits import CONFIG
-
         for field, (flag, bound) in CONFIG.items():
             bound.check(flag, getattr(self, field))
         if not self.allow_remote and not is_loopback(self.host):
@@ -55,8 +56,6 @@ class SimulatorConfig:
             )
         if self.kernel_delay and self.rtt_ms <= 0:
             raise ValueError("--kernel-delay needs --rtt-ms > 0")
-        from ._faults import Fault
-
         for spec in self.faults:
             Fault.parse(spec)
         if self.truth_path is not None:

@@ -64,6 +64,7 @@ class KernelDelay:
         reason = unavailable_reason()
         if reason:
             raise RuntimeError(reason)
+        # Optional (Linux, root, libnetfilter-queue): only in kernel-delay mode.
         from netfilterqueue import NetfilterQueue
 
         self._nfq = NetfilterQueue()

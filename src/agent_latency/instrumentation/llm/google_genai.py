@@ -249,6 +249,7 @@ _METHODS = (("_generate_content", "generate_content", False),
 
 def _targets(settings: Settings) -> list[Target]:
     try:
+        # The library: imported once the program did, never by us first.
         from google.genai import models
     except ImportError:
         return []

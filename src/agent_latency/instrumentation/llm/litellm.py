@@ -82,6 +82,7 @@ class _Route:
         base = request.get("api_base") or request.get("base_url")
         self.api_base = base if isinstance(base, str) else None
         try:
+            # The library: imported once the program did, never by us first.
             from litellm import get_llm_provider
 
             model_name, provider, _key, api_base = get_llm_provider(

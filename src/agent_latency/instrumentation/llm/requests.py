@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Mapping
 from time import perf_counter
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import propagate
 
@@ -80,8 +81,6 @@ def _body_of(request: Any) -> Mapping[str, Any] | None:
 
 def _server_of(request: Any) -> tuple[str | None, int | None]:
     try:
-        from urllib.parse import urlsplit
-
         parts = urlsplit(str(request.url))
         return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:

@@ -142,6 +142,7 @@ async def _loop_connection_transport(self: Any, sock: Any, protocol_factory: Any
 
 
 def _targets() -> list[tuple[Any, str, str, Any]]:
+    # asyncio is start-up time a program without it never pays.
     import asyncio.base_events
     import asyncio.selector_events
 

@@ -30,6 +30,7 @@ _state: dict[str, Any] = {}
 def defer(apply: Callable[[], None]) -> None:
     """Stand in for the spawn functions until the first call, which runs ``apply()`` (the
     real instrumentation) first."""
+    # At the first spawn, not at instrument(): the start-up path stays light.
     from opentelemetry import context as otel_context
     from opentelemetry import trace
 
@@ -86,6 +87,7 @@ def _restore() -> None:
 
 def cancel() -> None:
     """Undo :func:`defer` (``uninstrument()``): stand-ins out, thread patch released."""
+    # At the first spawn, not at instrument(): the start-up path stays light.
     from . import _threads
 
     with _lock:
@@ -95,6 +97,7 @@ def cancel() -> None:
             _threads.release()
         token = _state.pop("token", None)
     if token is not None:
+        # At the first spawn, not at instrument(): the start-up path stays light.
         from ..._scope import detach
 
         detach(token)

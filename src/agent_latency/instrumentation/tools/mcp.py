@@ -56,6 +56,7 @@ _TRANSPORTS = (
 
 def _mcp_major() -> int:
     try:
+        # importlib.metadata is start-up time: only once mcp is imported.
         from importlib.metadata import version
 
         return int(version("mcp").split(".")[0])

@@ -37,6 +37,7 @@ from __future__ import annotations
 import atexit
 import inspect
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -138,8 +139,6 @@ def _first_word(command: str) -> str:
     if _QUOTING.isdisjoint(command):
         words = command.split()  # the common case, ~20x cheaper than shlex
     else:
-        import shlex
-
         try:
             words = shlex.split(command)
         except ValueError:
@@ -490,8 +489,6 @@ class SubprocessInstrumentor(Instrumentor):
 
 
 def _join(argv: list[str]) -> str:
-    import shlex
-
     return shlex.join(argv)
 
 
