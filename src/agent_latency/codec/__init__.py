@@ -7,6 +7,7 @@ tiling of a call's phases exists once.  It sits between ``semconv`` (the names) 
 pure engine (``budget``) on one side, and the processor and the report on the other.
 """
 
+from ._phases import PHASE_SPANS, phase_attributes, phase_span_tiles, phases_of
 from ._spans import (
     adopt_other_parts,
     budget_attributes,
@@ -20,6 +21,7 @@ from ._spans import (
 from ._tree import SpanRecord, TaskNode, assemble
 
 __all__ = [
+    "PHASE_SPANS",
     "SpanRecord",
     "TaskNode",
     "adopt_other_parts",
@@ -29,6 +31,9 @@ __all__ = [
     "count_span",
     "is_tool",
     "other_part_attributes",
+    "phase_attributes",
+    "phase_span_tiles",
+    "phases_of",
     "span_intervals",
     "startup_overlay",
 ]

@@ -21,8 +21,8 @@ from ..budget import (
     connection_setup_saving,
     phases_to_intervals,
 )
+from ._phases import phases_of
 
-_LLM_PHASES = tuple((attr, phase) for attr, phase, _ in semconv.LLM_PHASES)
 # A persistent connection's setup span: its phases in the order they happen.
 _SETUP_PHASES = ((semconv.NET_CLIENT, "client"), (semconv.LLM_DNS, "dns"),
                  (semconv.LLM_CONNECT, "connect"),
@@ -70,9 +70,8 @@ def span_intervals(
     processor.
     """
     if semconv.LLM_CLIENT in attributes:
-        phases = [(phase, float(attributes.get(attr) or 0.0)) for attr, phase in _LLM_PHASES]
         intervals = phases_to_intervals(
-            phases, start_ns, end_ns, call,
+            phases_of(attributes), start_ns, end_ns, call,
             input_tokens=int(attributes.get(semconv.GEN_AI_USAGE_INPUT_TOKENS, 0) or 0),
             output_tokens=int(attributes.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, 0) or 0),
             name=str(attributes.get(semconv.GEN_AI_REQUEST_MODEL, "")),

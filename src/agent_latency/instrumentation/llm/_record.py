@@ -12,7 +12,8 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from ... import semconv
 from ..._log import FAULTS, fault, internal_error
 from ..._scope import error_description
-from ...budget import CallMarks, CallPhases, call_phases, split_server_time
+from ...budget import CallMarks, CallPhases, call_phases, phases_to_intervals, split_server_time
+from ...codec import phase_attributes, phase_span_tiles
 from ..net import RTT_NONE, Arrival, Attempt, NetPhases
 from . import _rates
 from ._info import Info
@@ -187,8 +188,7 @@ def record(call: FinishedCall, t_end: float, error: BaseException | None, respon
                        prefill=phases.prefill, output_generation=phases.output_generation)
     duration = t_end - call.t_call
     end_ns = call.start_ns + round(duration * 1e9)
-    attrs: dict[str, Any] = {attr: float(getattr(phases, phase))
-                             for attr, phase, _ in semconv.LLM_PHASES}
+    attrs: dict[str, Any] = phase_attributes(phases)
     attrs[semconv.LLM_NETWORK] = phases.network
     attrs[semconv.LLM_RTT_SOURCE] = rtt_source
     attrs[semconv.LLM_TIMING_SOURCE] = phases.source
@@ -361,25 +361,17 @@ def _content_attributes(call: FinishedCall, attrs: dict[str, Any]) -> None:
 
 def _phase_spans(call: FinishedCall, phases: CallPhases, end_ns: int) -> None:
     """``network`` (connection setup, upload, round trip), ``prefill`` and
-    ``output_generation`` children, laid out from the span start as the processor does.
+    ``output_generation`` children, laid out from the span start as the processor lays out
+    the call's intervals (the same tiling: ``codec.phase_span_tiles``).
 
     The stream's tail stays on the parent (``agent_latency.llm.tail``): three children at
     most, each with one attribute (OpenInference's span kind), keeps the per-call cost down.
     """
-    ctx = call.context
     start_span = call.settings.tracer().start_span
-    to_ns = 1e9
-    cursor = call.start_ns + round((phases.retry + phases.client) * to_ns)
-    for name, seconds in ((semconv.SPAN_NETWORK, phases.dns + phases.connect + phases.tls
-                           + phases.upload + phases.rtt),
-                          (semconv.SPAN_PREFILL, phases.prefill),
-                          (semconv.SPAN_OUTPUT_GENERATION, phases.output_generation)):
-        if seconds <= 0:
-            continue
-        end = min(end_ns, cursor + round(seconds * to_ns))
-        start_span(name, context=ctx, start_time=cursor,
+    intervals = phases_to_intervals(phases.items(), call.start_ns, end_ns)
+    for name, start, end in phase_span_tiles(intervals):
+        start_span(name, context=call.context, start_time=start,
                    attributes=semconv.PHASE_SPAN_ATTRIBUTES).end(end_time=end)
-        cursor = end
 
 
 def _metrics(call: FinishedCall, duration: float, phases: CallPhases, attrs: dict[str, Any],
