@@ -196,3 +196,9 @@ def test_opentelemetry_instrument_loads_our_instrumentors(tmp_path):
                           text=True, timeout=90, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert '"name": "execute_tool true"' in proc.stdout + proc.stderr
+    # Each integration is an entry point of its own: one can be left out by name.
+    environ["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"] = "agent_latency_subprocess"
+    proc = subprocess.run([str(tool), PY, str(prog)], env=environ, capture_output=True,
+                          text=True, timeout=90, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "execute_tool true" not in proc.stdout + proc.stderr
