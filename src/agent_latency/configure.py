@@ -245,7 +245,12 @@ def _open_implicit_process_task() -> None:
     try:
         if FAULTS:
             fault("instrument.process_task")
-        start_ns = _process.process_start_ns() or time.time_ns()
+        # A child of a traced process starts inside its parent's tool span: the kernel's
+        # start time is taken at its latest, so the child's task does not begin before it.
+        from .instrumentation.tools._child_context import parent_context_from_env
+
+        child = parent_context_from_env() is not None
+        start_ns = _process.process_start_ns(latest=child) or time.time_ns()
         _process.open_process_task(_process.process_name(), start_ns,
                                    {semconv.PROCESS_TASK: True, **startup_attributes(start_ns)})
     except Exception:  # noqa: BLE001 - the program runs on without its process task
