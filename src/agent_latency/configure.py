@@ -303,12 +303,31 @@ def _build_tracer_provider() -> tuple[TracerProvider, bool, Path | None]:
     names, ``none`` meaning none at all (budgets are still computed and printed if asked).
     """
     # Shut down by our exit hook, within its bound, not by the SDK's unbounded one.
-    provider = TracerProvider(resource=Resource.create(), shutdown_on_exit=False)
+    provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
     processors, local_default, path = _exporting_processors()
     for processor in processors:
         provider.add_span_processor(processor)
     _exporting[provider] = processors
     return provider, local_default, path
+
+
+#: ``service.name`` when the environment names none (``agent-latency run`` sets it to the
+#: run's name before it calls ``instrument()``).
+default_service_name: str | None = None
+
+
+def _resource() -> Resource:
+    """The SDK's resource from the ``OTEL_*`` variables; when they name no service,
+    :data:`default_service_name` rather than ``unknown_service:python``.
+
+    Precedence: ``OTEL_SERVICE_NAME``, then ``service.name`` in
+    ``OTEL_RESOURCE_ATTRIBUTES``, then the default given here."""
+    from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector
+
+    resource = Resource.create()
+    if default_service_name and SERVICE_NAME not in OTELResourceDetector().detect().attributes:
+        resource = resource.merge(Resource({SERVICE_NAME: default_service_name}))
+    return resource
 
 
 def _exporting_processors() -> tuple[list[SpanProcessor], bool, Path | None]:
