@@ -89,7 +89,7 @@ class TestNotSplit:
         assert all(c["split"] == "not-split" and c["prefill_tokens_per_second"] is None
                    for c in data["summary"]["slowest"]["llm_calls"])
         detail = report("--tasks", str(traces)).stdout
-        assert "prefill*" in detail and "not split: non-streamed" in detail, detail
+        assert "prefill*" in detail and "not split into prefill and output" in detail, detail
 
     def test_html_page_marks_it(self, tmp_path, sim):
         _, traces = run_agent(tmp_path, sim, "plain")

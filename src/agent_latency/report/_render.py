@@ -59,12 +59,12 @@ def split_line(budget: Budget) -> str:
     note = budget.split_note()
     if not note:
         return ""
-    line = f"prefill / output split: {note}"
+    if budget.all_server_time_unsplit:
+        return ("*prefill is the server's whole time, not split into prefill and output "
+                "generation (non-streamed calls); no speed is derived from it")
     if budget.counts.get("not_split_calls"):
-        line += " (*prefill holds that server time whole; no speed is derived from it)"
-    elif budget.counts.get("estimated_calls"):
-        line += " (the speeds above include the estimates)"
-    return line
+        return f"{note} (*prefill holds their server time whole; no speed is derived from it)"
+    return f"{note} (the speeds include the estimates)"
 
 
 def other_parts_line(budget: Budget) -> str:
