@@ -310,7 +310,10 @@ def _waterfall(task: StoredTask, nested: Sequence[StoredTask] = (), *, scale_ns:
         "url": (link or _linker(None))(task.span.trace_id),
         "shares": [{"label": labels[c], "seconds": budget.shares[c],
                     "pct": 100 * budget.shares[c] / (budget.wall or 1),
-                    "colour": COMPONENT_COLOURS[c]} for c in COMPONENTS
+                    # The swatch of the bars it names.
+                    "colour": PHASE_COLOURS["server"] if (
+                        c == "prefill" and budget.all_server_time_unsplit)
+                    else COMPONENT_COLOURS[c]} for c in COMPONENTS
                    if not (c == "output_generation" and budget.all_server_time_unsplit)],
         "split_note": budget.split_note(),
         "other_parts": other_parts_line(budget),
