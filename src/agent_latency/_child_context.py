@@ -1,11 +1,18 @@
 """The trace context a child process inherits: ``TRACEPARENT``/``TRACESTATE``/``BAGGAGE`` in its
 environment (added to the list ``Popen`` already encoded, so the environment is not
 re-encoded in Python), and read back by a child that is instrumented itself.
+
+Under ``opentelemetry-instrument`` the child's ``PYTHONPATH`` also loses the directory of
+OpenTelemetry's start-up ``sitecustomize`` (see :func:`auto_instrumentation_dir`): a child
+Python process (a test suite, a linter the agent runs) is not instrumented, as under
+``agent-latency run``.  Instrumenting it would put its whole OpenTelemetry start-up
+(0.2–2 s) inside the tool's time, which is the figure being measured.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Any
 
@@ -14,6 +21,8 @@ from opentelemetry import context as otel_context
 from opentelemetry.propagators.textmap import DefaultGetter
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from . import semconv
+from ._env import env_flag
 from ._log import FAULTS, fault, internal_error
 
 
@@ -36,18 +45,42 @@ def context_env(span: trace.Span) -> dict[str, str]:
     return env
 
 
+def auto_instrumentation_dir() -> str | None:
+    """The directory of ``opentelemetry-instrument``'s ``sitecustomize`` when this process
+    was started by it (that module is loaded and its directory is on ``PYTHONPATH``), and
+    child processes are not asked for (``AGENT_LATENCY_RUN_CHILDREN``); else None."""
+    module = sys.modules.get("opentelemetry.instrumentation.auto_instrumentation")
+    path = getattr(module, "__file__", None)
+    if not path:
+        return None
+    directory = os.path.dirname(os.path.abspath(path))
+    if directory not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        return None
+    return None if env_flag(semconv.ENV_RUN_CHILDREN, False) else directory
+
+
+def without_dir(path_value: str, directory: str) -> str | None:
+    """``path_value`` (a ``PYTHONPATH``) without ``directory``; None when nothing is left."""
+    parts = [p for p in path_value.split(os.pathsep)
+             if p and os.path.abspath(p) != directory]
+    return os.pathsep.join(parts) if parts else None
+
+
 _TRACE_KEYS = ("TRACEPARENT", "TRACESTATE", "BAGGAGE")
 _TRACE_KEYS_B = tuple(k.encode() for k in _TRACE_KEYS)
 _TRACE_PREFIXES_B = tuple(k + b"=" for k in _TRACE_KEYS_B)
+_PYTHONPATH_B = b"PYTHONPATH="
 _ENV_LIST = 5  # fork_exec(args, executable_list, close_fds, pass_fds, cwd, env_list, ...)
 
 # The trace context for the spawn this thread is in the middle of (set by the
-# ``_execute_child`` wrapper, taken by the ``fork_exec`` / ``_posix_spawn`` hooks).
+# ``_execute_child`` wrapper, taken by the ``fork_exec`` / ``_posix_spawn`` hooks), and the
+# start-up directory to take off the child's ``PYTHONPATH`` (``strip``).
 _pending = threading.local()
 
 
-def child_env(env: Any, extra: dict[str, str]) -> Any:
-    """A new environment mapping: ``env`` (or ours when ``None``) plus ``extra``.
+def child_env(env: Any, extra: dict[str, str], strip: str | None = None) -> Any:
+    """A new environment mapping: ``env`` (or ours when ``None``) plus ``extra``, and without
+    ``strip`` on its ``PYTHONPATH``.
 
     The user's mapping and ``os.environ`` are never changed.  With ``env=None`` the copy is
     made from ``os.environ``'s bytes table, which ``Popen`` accepts as is (it encodes every
@@ -61,6 +94,8 @@ def child_env(env: Any, extra: dict[str, str]) -> Any:
                 new.pop(key_b, None)
             for key, value in extra.items():
                 new[key.encode()] = value.encode()
+            if strip is not None:
+                _strip_mapping(new, b"PYTHONPATH", strip)
             return new
         new = dict(os.environ)
     else:
@@ -70,12 +105,30 @@ def child_env(env: Any, extra: dict[str, str]) -> Any:
     for key in _TRACE_KEYS:
         new.pop(key, None)
     new.update(extra)
+    if strip is not None:
+        _strip_mapping(new, "PYTHONPATH", strip)
+        _strip_mapping(new, b"PYTHONPATH", strip)
     return new
 
 
-def child_env_list(env_list: Any, extra: dict[str, str]) -> Any:
+def _strip_mapping(env: dict[Any, Any], key: Any, strip: str) -> None:
+    value = env.get(key)
+    if value is None:
+        return
+    text = os.fsdecode(value)
+    kept = without_dir(text, strip)
+    if kept == text:
+        return
+    if kept is None:
+        del env[key]
+    else:
+        env[key] = os.fsencode(kept) if isinstance(value, bytes) else kept
+
+
+def child_env_list(env_list: Any, extra: dict[str, str], strip: str | None = None) -> Any:
     """``fork_exec``'s ``env_list`` plus ``extra``: ``None`` (inherit) becomes the encoded
-    ``os.environ``; earlier trace entries are dropped.  Anything else is left as it is."""
+    ``os.environ``; earlier trace entries are dropped, and ``strip`` leaves ``PYTHONPATH``.
+    Anything else is left as it is."""
     if env_list is None:
         data = getattr(os.environ, "_data", None)
         if not isinstance(data, dict):
@@ -86,6 +139,12 @@ def child_env_list(env_list: Any, extra: dict[str, str]) -> Any:
                                             and e.startswith(_TRACE_PREFIXES_B))]
     else:
         return env_list
+    if strip is not None:
+        for i, entry in enumerate(base):
+            if isinstance(entry, bytes) and entry.startswith(_PYTHONPATH_B):
+                kept = without_dir(os.fsdecode(entry[len(_PYTHONPATH_B):]), strip)
+                base[i] = b"" if kept is None else _PYTHONPATH_B + os.fsencode(kept)
+        base = [e for e in base if e != b""]
     base.extend(f"{k}={v}".encode() for k, v in extra.items())
     return base
 
@@ -98,7 +157,8 @@ def _fork_exec_hook(real: Any) -> Any:
             try:
                 if FAULTS:
                     fault("subprocess.fork_exec")
-                env_list = child_env_list(args[_ENV_LIST], extra)
+                env_list = child_env_list(args[_ENV_LIST], extra,
+                                          getattr(_pending, "strip", None))
                 args = (*args[:_ENV_LIST], env_list, *args[_ENV_LIST + 1:])
             except Exception:  # noqa: BLE001 - the spawn goes on without the context
                 internal_error("subprocess.fork_exec")
@@ -117,7 +177,8 @@ def _posix_spawn_hook(wrapped: Any, instance: Any, args: tuple[Any, ...],
         try:
             if FAULTS:
                 fault("subprocess.posix_spawn")
-            args = (*args[:2], child_env(args[2], extra), *args[3:])
+            args = (*args[:2], child_env(args[2], extra, getattr(_pending, "strip", None)),
+                    *args[3:])
         except Exception:  # noqa: BLE001
             internal_error("subprocess.posix_spawn")
     return wrapped(*args, **kwargs)

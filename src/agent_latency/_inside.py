@@ -25,8 +25,12 @@ def bootstrap(spec_text: str) -> None:
         os.environ[semconv.ENV_RUN] = json.dumps({**spec, "depth": int(spec.get("depth", 0)) + 1},
                                                  separators=(",", ":"))
     # Imported once imports are timed: set-up's own imports count as the program's start-up.
+    from . import configure
     from .configure import instrument
 
+    # The service is the run's (children under --children included: one service, so one
+    # host's spans are never compared for clock skew), unless OTEL_* names one.
+    configure.default_service_name = str(spec.get("name") or "") or None
     # Our own process task below, not instrument()'s implicit one.
     if child:
         name = process_name()

@@ -30,7 +30,7 @@ from ._env import env_number
 from ._log import internal_error, warn_once
 from ._otlp_json import encode_line, encode_request
 from ._process import process_task
-from .budget import COMPONENTS, Budget
+from .budget import COMPONENTS, SPLIT_COUNTS, Budget
 from .codec import adopt_other_parts
 
 ENV_MAX_FILE_MB = "AGENT_LATENCY_MAX_FILE_MB"
@@ -302,6 +302,9 @@ class TaskSummaryPrinter(SpanProcessor):
             wall=float(attrs[semconv.BUDGET_WALL]),
             shares={c: float(attrs.get(semconv.budget_share(c), 0.0)) for c in COMPONENTS},
             busy={c: float(attrs.get(semconv.budget_busy(c), 0.0)) for c in COMPONENTS},
+            # What the line says of calls whose prefill/output split is not measured.
+            counts={c: int(attrs.get(semconv.budget_count(c)) or 0)
+                    for c in ("llm_calls", *SPLIT_COUNTS)},
         )
         adopt_other_parts(budget, attrs)
         stream = self._stream or sys.stderr

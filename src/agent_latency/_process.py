@@ -147,15 +147,20 @@ def process_name() -> str:
     return default_name(argv) if argv and argv[0] else "python"
 
 
-def process_start_ns() -> int | None:
+def process_start_ns(*, latest: bool = False) -> int | None:
     """When the kernel started this process, in epoch nanoseconds (Linux, to the clock tick:
-    10 ms); None where ``/proc`` does not say."""
+    10 ms); None where ``/proc`` does not say.
+
+    The kernel's figure is cut down to a whole tick, so the process started within the tick
+    after it.  ``latest`` gives that tick's end: never before the true start, so a child's
+    task does not begin before the parent's span that started it (which a report would take
+    for clock skew between hosts)."""
     try:
         with open("/proc/self/stat", "rb") as stat_file:
             stat = stat_file.read()
         # Field 2, the command name, may hold spaces and parentheses: count after its ")".
         fields = stat[stat.rindex(b")") + 2:].split()
-        start_ticks = int(fields[19])  # field 22, ``starttime``: clock ticks after boot
+        start_ticks = int(fields[19]) + (1 if latest else 0)  # field 22, ``starttime``
         age_s = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
         return None

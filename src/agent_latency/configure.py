@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from . import _export_guard, _exporters, _hooks, _lifecycle, _process, semconv
+from ._child_context import parent_context_from_env
 from ._env import (
     batch_span_settings,
     env_flag,
@@ -241,7 +242,10 @@ def _open_implicit_process_task() -> None:
     try:
         if FAULTS:
             fault("instrument.process_task")
-        start_ns = _process.process_start_ns() or time.time_ns()
+        # A child of a traced process starts inside its parent's tool span: the kernel's
+        # start time is taken at its latest, so the child's task does not begin before it.
+        child = parent_context_from_env() is not None
+        start_ns = _process.process_start_ns(latest=child) or time.time_ns()
         _process.open_process_task(_process.process_name(), start_ns,
                                    {semconv.PROCESS_TASK: True, **startup_attributes(start_ns)})
     except Exception:  # noqa: BLE001 - the program runs on without its process task
@@ -295,12 +299,31 @@ def _build_tracer_provider() -> tuple[TracerProvider, bool, Path | None]:
     names, ``none`` meaning none at all (budgets are still computed and printed if asked).
     """
     # Shut down by our exit hook, within its bound, not by the SDK's unbounded one.
-    provider = TracerProvider(resource=Resource.create(), shutdown_on_exit=False)
+    provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
     processors, local_default, path = _exporting_processors()
     for processor in processors:
         provider.add_span_processor(processor)
     _exporting[provider] = processors
     return provider, local_default, path
+
+
+#: ``service.name`` when the environment names none (``agent-latency run`` sets it to the
+#: run's name before it calls ``instrument()``).
+default_service_name: str | None = None
+
+
+def _resource() -> Resource:
+    """The SDK's resource from the ``OTEL_*`` variables; when they name no service,
+    :data:`default_service_name` rather than ``unknown_service:python``.
+
+    Precedence: ``OTEL_SERVICE_NAME``, then ``service.name`` in
+    ``OTEL_RESOURCE_ATTRIBUTES``, then the default given here."""
+    from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector
+
+    resource = Resource.create()
+    if default_service_name and SERVICE_NAME not in OTELResourceDetector().detect().attributes:
+        resource = resource.merge(Resource({SERVICE_NAME: default_service_name}))
+    return resource
 
 
 def _exporting_processors() -> tuple[list[SpanProcessor], bool, Path | None]:

@@ -146,6 +146,7 @@ LLM_ABANDONED: Final = "agent_latency.llm.abandoned"
 SOURCE_MEASURED: Final = "measured"
 SOURCE_SERVER_REPORTED: Final = "server-reported"
 SOURCE_ESTIMATED: Final = "estimated"
+SOURCE_NOT_SPLIT: Final = "not-split"
 
 # The order in which one call's phases follow each other in time; each maps to the budget
 # component it counts as.  The processor and the offline report rebuild a call's intervals

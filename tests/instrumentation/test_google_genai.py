@@ -144,7 +144,8 @@ def _check(span, sim: Simulator, *, streamed: bool, timed: bool = True) -> dict:
         assert a[semconv.LLM_OUTPUT_GENERATION] == pytest.approx(
             truth["output_generation_s"], abs=loopback_tolerance())
     else:
-        assert a[semconv.LLM_TIMING_SOURCE] == "estimated"
+        # Split by rates an earlier stream taught, or left whole when none did.
+        assert a[semconv.LLM_TIMING_SOURCE] in ("estimated", "not-split")
     return truth
 
 

@@ -221,7 +221,12 @@ class TestNonStreaming:
         assert a[semconv.LLM_STREAMING] is False
         assert semconv.LLM_TTFT not in a
         assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 8
-        assert a[semconv.LLM_TIMING_SOURCE] == "estimated"
+        # No stream taught this model's rates: the server's time is left whole, said so,
+        # and no speed is derived from it.
+        assert a[semconv.LLM_TIMING_SOURCE] == "not-split"
+        assert a[semconv.LLM_OUTPUT_GENERATION] == 0.0
+        assert semconv.LLM_PREFILL_TOKENS_PER_SECOND not in a
+        assert semconv.LLM_OUTPUT_TOKENS_PER_SECOND not in a
         assert_phases_add_up(span)
 
     def test_split_uses_rates_learned_from_streams(self, otel, client):
@@ -233,6 +238,8 @@ class TestNonStreaming:
         a = span.attributes
         assert a[semconv.LLM_TIMING_SOURCE] == "estimated"
         assert a[semconv.LLM_OUTPUT_GENERATION] > 0
+        # An estimate's speeds would be the learned rates given back: none.
+        assert semconv.LLM_PREFILL_TOKENS_PER_SECOND not in a
         assert a[semconv.LLM_PREFILL] == pytest.approx(
             streamed.attributes[semconv.LLM_PREFILL], rel=0.6, abs=0.004)
         assert_phases_add_up(span)

@@ -76,7 +76,8 @@ class TestReportPage:
         assert found["errors"] == []
         assert found["requests"] == [page.as_uri()]  # self-contained: nothing else loaded
         assert found["waterfalls"] == len(tasks) == 4
-        assert found["tasks"] == [t.name for t in tasks]
+        # The slowest first.
+        assert found["tasks"] == [t.name for t in sorted(tasks, key=lambda t: -t.budget.wall)]
         assert screenshot.stat().st_size > 10_000
         text = found["text"]
         for expected in ("Components per task", "Percentiles", "What if", "LLM sim-model",
@@ -113,3 +114,113 @@ def test_chromium_is_debians():
     if shutil.which("dpkg") is None or not Path(CHROMIUM).exists():
         pytest.skip("no dpkg or no chromium")
     assert subprocess.run(["dpkg", "-S", CHROMIUM], capture_output=True).returncode == 0
+
+
+def _sections(html: str) -> list[str]:
+    """Each waterfall's HTML, in page order."""
+    return html.split('<section class="task"')[1:]
+
+
+def _task_bar_width(section: str) -> float:
+    """The width of a waterfall's first bar: the task's own."""
+    import re
+
+    match = re.search(r'<rect x="[\d.]+" y="\d+" width="([\d.]+)"', section)
+    assert match, section[:300]
+    return float(match.group(1))
+
+
+class TestReportPageContents:
+    """The page has first-token percentiles, a per-model table, the slowest tasks, calls and
+    tools, trace ids as links with --trace-url, the slowest tasks drawn first (and kept when
+    the page is capped), and a legend in words."""
+
+    @pytest.fixture(scope="class")
+    def page(self, recorded, tmp_path_factory) -> str:
+        path = tmp_path_factory.mktemp("page") / "report.html"
+        result = _cli("report", str(recorded), "--html", str(path), "--trace-url",
+                      "http://localhost:16686/trace/{trace_id}")
+        assert result.returncode == 0, result.stderr
+        return path.read_text()
+
+    def test_first_token_percentiles(self, page):
+        assert "first token (per LLM call, n = 4)" in page  # fix-bug: 2 runs, 2 calls each
+        assert "first token (per LLM call, n = 2)" in page  # review
+
+    def test_per_model_table(self, page):
+        models = page.split('<table class="models">')[1].split("</table>")[0]
+        assert "<td>sim-model</td><td>6</td>" in models
+        assert "prefill tok/s p50" in models
+
+    def test_slowest_lists_link_their_traces(self, recorded, page):
+        tasks, _ = load_tasks(recorded)
+        slowest = max(tasks, key=lambda t: t.budget.wall)
+        rows = page.split('<table class="slowest slowest-tasks">')[1].split("</table>")[0]
+        first_row = rows.split("</tr>")[1]
+        url = f"http://localhost:16686/trace/{slowest.span.trace_id}"
+        assert f'href="{url}"' in first_row
+        assert f"{slowest.budget.wall:.3f}" in first_row
+        for kind in ("slowest-calls", "slowest-tools"):
+            table = page.split(f'<table class="slowest {kind}">')[1].split("</table>")[0]
+            assert table.count('<a class="trace" href="http://localhost:16686/trace/') >= 2
+        assert "<td>run_shell</td>" in page
+        # And the waterfalls' headings.
+        assert all('<a class="trace" href="http://localhost:16686/trace/' in s
+                   for s in _sections(page))
+
+    def test_legend_names_a_person_reads(self, page):
+        legend = page.split("LLM call phases:")[1].split("</p>")[0]
+        for words in ("client after the last byte", "round trip", "TLS handshake",
+                      "prefill (with queueing)", "server time (not split)"):
+            assert words in legend, words
+        assert "client_tail" not in legend and "output_generation" not in legend
+        # Tooltips too.
+        assert ": client_tail " not in page and ": output_generation " not in page
+
+    def test_slowest_first_when_capped(self, recorded, monkeypatch):
+        from agent_latency.report import _html
+
+        tasks, _ = load_tasks(recorded)
+        monkeypatch.setattr(_html, "MAX_WATERFALLS", 2)
+        html = _html.render_report_page(tasks, "x")
+        drawn = [s.split('data-task="')[1].split('"')[0] for s in _sections(html)]
+        walls = sorted((t.budget.wall for t in tasks), reverse=True)
+        assert len(drawn) == 2
+        headings = [float(s.split(" — ")[1].split(" s")[0]) for s in _sections(html)]
+        assert headings == [round(w, 3) for w in walls[:2]]
+        assert "2 faster tasks not drawn" in html
+
+    def test_no_link_without_a_template(self, recorded):
+        from agent_latency.report._html import render_report_page
+
+        tasks, _ = load_tasks(recorded)
+        assert 'href="' not in render_report_page(tasks, "x")
+
+    @pytest.mark.parametrize("template", ["http://x/trace/", "javascript:alert({trace_id})"])
+    def test_bad_template_is_one_line_and_status_2(self, recorded, template, tmp_path):
+        result = _cli("report", str(recorded), "--html", str(tmp_path / "p.html"),
+                      "--trace-url", template)
+        assert result.returncode == 2
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+class TestComparePageScale:
+    """compare --html: a task's two median runs are drawn on one time scale."""
+
+    def test_one_scale(self, recorded, tmp_path):
+        from agent_latency.report._compare import compare_tasks
+        from agent_latency.report._html import render_compare_page
+
+        tasks, _ = load_tasks(recorded)
+        fix = sorted((t for t in tasks if t.name == "fix-bug"), key=lambda t: t.budget.wall)
+        short, long = fix[0], fix[-1]
+        assert short.budget.wall < long.budget.wall
+        html = render_compare_page(compare_tasks([short], [long]), [short], [long], "a", "b")
+        first, second = _sections(html)[:2]
+        ratio = _task_bar_width(first) / _task_bar_width(second)
+        assert ratio == pytest.approx(short.budget.wall / long.budget.wall, rel=0.02)
+        # The axis of both ends at the longer run's length (the last tick ends there).
+        import re
+
+        ends = [re.findall(r'text-anchor="end">([^<]*)</text>', s) for s in (first, second)]
+        assert ends[0] == ends[1] and len(ends[0]) == 1

@@ -10,6 +10,9 @@ from ._interval import Interval
 MEASURED = "measured"
 SERVER_REPORTED = "server-reported"
 ESTIMATED = "estimated"
+#: A non-streamed call's server time that nothing could split (no learned rates, no server
+#: timing): all of it is in ``prefill``, and no speed is derived from it.
+NOT_SPLIT = "not-split"
 
 #: The phases of a call in the order they follow each other in time.
 PHASE_ORDER = (
@@ -196,8 +199,9 @@ def split_server_time(
     """Split a non-streaming call's server block (held in ``prefill``) into two phases.
 
     Server-reported durations win; otherwise the block is divided in proportion to the
-    times the learned rates predict for this call's tokens.  The two parts always add up to
-    the block, so the call's total is unchanged.
+    times the learned rates predict for this call's tokens (``ESTIMATED``).  With neither,
+    the block stays in prefill, ``NOT_SPLIT``.  The two parts always add up to the block, so
+    the call's total is unchanged.
     """
     block = phases.prefill + phases.output_generation
     if server_prefill is not None or server_generation is not None:
@@ -217,6 +221,8 @@ def split_server_time(
             phases.output_generation = generation
             phases.prefill = block - generation
             phases.source = ESTIMATED
+        else:
+            phases.source = NOT_SPLIT
     elif output_tps and output_tokens:
         # Only the output rate is known (streams without input usage): generation is what
         # that rate predicts, at most the whole block; the rest is prefill.
@@ -229,4 +235,6 @@ def split_server_time(
         phases.prefill = prefill
         phases.output_generation = block - prefill
         phases.source = ESTIMATED
+    else:
+        phases.source = NOT_SPLIT
     return phases

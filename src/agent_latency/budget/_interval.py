@@ -19,8 +19,13 @@ COMPONENTS = (OUTPUT_GENERATION, PREFILL, TOOL_EXECUTION, NETWORK_OVERHEAD, OTHE
 #: Per task: round trips of any transport, WebSocket messages and bytes each way.
 NETWORK_COUNTS = ("round_trips", "ws_messages_sent", "ws_messages_received", "bytes_sent",
                   "bytes_received")
+#: ``not_split_calls``: non-streamed LLM calls whose server time nothing could split into
+#: prefill and output generation (no learned rates, no server timing): all of it is booked
+#: as prefill.  ``estimated_calls``: non-streamed calls split with rates learned from streams.
+SPLIT_COUNTS = ("not_split_calls", "estimated_calls")
 COUNT_NAMES = ("llm_calls", "tool_calls", "http_round_trips", "new_connections",
-               "tls_handshakes", "input_tokens", "output_tokens", "subtasks", *NETWORK_COUNTS)
+               "tls_handshakes", "input_tokens", "output_tokens", "subtasks", *NETWORK_COUNTS,
+               *SPLIT_COUNTS)
 
 #: The phase of an interval (what it was) and the component it counts as.
 PHASE_COMPONENT = {

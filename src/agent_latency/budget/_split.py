@@ -61,25 +61,60 @@ class Budget:
 
     @property
     def output_tokens_per_second(self) -> float | None:
-        """Output tokens over output-generation busy time, when both are known."""
+        """Output tokens over output-generation busy time, when both are known (not when a
+        call's server time was left unsplit: its output tokens have no time of their own)."""
         busy = self.busy.get("output_generation", 0.0)
         tokens = self.counts.get("output_tokens", 0)
+        if self.counts.get("not_split_calls"):
+            return None
         return tokens / busy if busy > 0 and tokens else None
 
     @property
     def prefill_tokens_per_second(self) -> float | None:
-        """Input tokens over prefill busy time, when both are known."""
+        """Input tokens over prefill busy time, when both are known (not when a call's
+        server time was left unsplit in prefill: that is no prefill speed)."""
         busy = self.busy.get("prefill", 0.0)
         tokens = self.counts.get("input_tokens", 0)
+        if self.counts.get("not_split_calls"):
+            return None
         return tokens / busy if busy > 0 and tokens else None
+
+    @property
+    def all_server_time_unsplit(self) -> bool:
+        """Every LLM call's server time was left unsplit (non-streamed, nothing to split it
+        by): prefill and output generation are one figure, the server's."""
+        calls = self.counts.get("llm_calls", 0)
+        return bool(calls) and self.counts.get("not_split_calls", 0) == calls
+
+    def split_note(self) -> str:
+        """How far prefill and output generation are measured, in words; empty when every
+        call's split was measured or server-reported.  ``not split: non-streamed`` when no
+        call's server time could be split (it is all in prefill)."""
+        calls = self.counts.get("llm_calls", 0)
+        unsplit = self.counts.get("not_split_calls", 0)
+        estimated = self.counts.get("estimated_calls", 0)
+        notes = []
+        if unsplit and unsplit == calls:
+            return "not split: non-streamed"
+        if unsplit:
+            notes.append(f"{unsplit} of {calls} calls not split (non-streamed), in prefill")
+        if estimated:
+            notes.append(f"{estimated} of {calls} calls split by estimate")
+        return "; ".join(notes)
 
     def summary(self, name: str) -> str:
         """The one-line summary the console prints for a finished task; ``other``'s parts
         when it is a large share of the wall time and they were measured."""
         s = self.shares
+        note = self.split_note()
+        if self.all_server_time_unsplit:
+            # Nothing tells prefill from output: one figure, said to be the server's.
+            model = f"server {s['output_generation'] + s['prefill']:.2f} ({note})"
+        else:
+            model = (f"output {s['output_generation']:.2f} | prefill {s['prefill']:.2f}"
+                     + (f" ({note})" if note else ""))
         line = (
-            f"task {name} {self.wall:.2f}s = output {s['output_generation']:.2f}"
-            f" | prefill {s['prefill']:.2f} | tools {s['tool_execution']:.2f}"
+            f"task {name} {self.wall:.2f}s = {model} | tools {s['tool_execution']:.2f}"
             f" | network {s['network_overhead']:.2f} | other {s['other']:.2f}"
         )
         if self.other_measured and s["other"] >= LARGE_OTHER * self.wall and s["other"] > 0:

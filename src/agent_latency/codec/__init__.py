@@ -16,6 +16,7 @@ from ._spans import (
     is_tool,
     other_part_attributes,
     span_intervals,
+    split_source,
     startup_overlay,
 )
 from ._tree import SpanRecord, TaskNode, assemble
@@ -35,5 +36,6 @@ __all__ = [
     "phase_span_tiles",
     "phases_of",
     "span_intervals",
+    "split_source",
     "startup_overlay",
 ]

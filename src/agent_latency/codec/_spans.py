@@ -100,6 +100,24 @@ def span_intervals(
     return [Interval(start_ns, end_ns, phase, call, 0, name)], phase
 
 
+def split_source(attributes: Mapping[str, Any]) -> str:
+    """Where an LLM call's prefill/output split came from: ``measured`` (a stream),
+    ``server-reported``, ``estimated`` (learned rates) or ``not-split`` (a non-streamed call
+    with nothing to split its server time by: all of it is in prefill).
+
+    A call recorded before ``not-split`` existed said ``estimated`` with no output
+    generation: read as not split, which it was."""
+    source = attributes.get(semconv.LLM_TIMING_SOURCE)
+    if source == semconv.SOURCE_ESTIMATED:
+        generation = attributes.get(semconv.LLM_OUTPUT_GENERATION)
+        if (attributes.get(semconv.LLM_STREAMING) is not True
+                and not (isinstance(generation, (int, float)) and generation > 0)):
+            return semconv.SOURCE_NOT_SPLIT
+    if isinstance(source, str) and source:
+        return source
+    return semconv.SOURCE_MEASURED
+
+
 def count_span(counts: dict[str, int], kind: str, attributes: Mapping[str, Any], *,
                nested_tool: bool = False) -> None:
     """Add one finished span to a task's counts (all or nothing: an attribute of the wrong
@@ -123,7 +141,12 @@ def count_span(counts: dict[str, int], kind: str, attributes: Mapping[str, Any],
         ws_received = int(get(semconv.LLM_WS_MESSAGES_RECEIVED, 0) or 0) if websocket else 0
         new_connection = get(semconv.LLM_CONNECTION_REUSED) is False
         tls = (get(semconv.LLM_TLS) or 0) > 0
+        source = split_source(attributes)
         counts["llm_calls"] += 1
+        if source == semconv.SOURCE_NOT_SPLIT:
+            _add(counts, "not_split_calls", 1)
+        elif source == semconv.SOURCE_ESTIMATED:
+            _add(counts, "estimated_calls", 1)
         counts["input_tokens"] += input_tokens
         counts["output_tokens"] += output_tokens
         _add(counts, "round_trips", attempts)

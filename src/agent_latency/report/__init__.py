@@ -34,6 +34,7 @@ from ._cli import (
     Progress,
     Selection,
     add_source_arguments,
+    add_trace_url_argument,
     fail,
     say,
     source_paths,
@@ -85,7 +86,7 @@ def trace_files(path: str | Path) -> list[Path]:
 BUDGET_KEYS = frozenset({
     *(attr for attr, _, _ in semconv.LLM_PHASES),
     semconv.LLM_CLIENT, semconv.LLM_TTFT, semconv.LLM_ATTEMPTS,
-    semconv.LLM_CONNECTION_REUSED, semconv.LLM_STREAMING,
+    semconv.LLM_CONNECTION_REUSED, semconv.LLM_STREAMING, semconv.LLM_TIMING_SOURCE,
     semconv.LLM_OUTPUT_TOKENS_PER_SECOND, semconv.LLM_PREFILL_TOKENS_PER_SECOND,
     semconv.GEN_AI_USAGE_INPUT_TOKENS, semconv.GEN_AI_USAGE_OUTPUT_TOKENS,
     semconv.GEN_AI_REQUEST_MODEL, semconv.GEN_AI_RESPONSE_MODEL, semconv.GEN_AI_TOOL_NAME,
@@ -160,6 +161,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--html", metavar="FILE",
                         help="also write a self-contained HTML page: a waterfall per task, "
                              "components, percentiles, what-if (docs/report.md)")
+    add_trace_url_argument(parser)
     args = parser.parse_args(argv)
     replace_unencodable(sys.stdout)
     selection = Selection(args)
@@ -184,7 +186,8 @@ def main(argv: list[str]) -> int:
 
         # A second read: the summary keeps figures, the page needs each task's intervals.
         page_tasks, _ = load_tasks(paths, selection=selection)
-        write_report_page(args.html, page_tasks, names, problems + warnings)
+        write_report_page(args.html, page_tasks, names, problems + warnings,
+                          summary=summary.to_json(), trace_url=args.trace_url)
     if args.json:
         doc = {"schema": SCHEMA, "sources": [str(p) for p in paths],
                "filters": selection.describe() or None,

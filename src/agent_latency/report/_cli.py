@@ -56,6 +56,22 @@ def add_source_arguments(parser: argparse.ArgumentParser, default: str) -> None:
                              "unreadable line stops the command")
 
 
+def add_trace_url_argument(parser: argparse.ArgumentParser) -> None:
+    """``--trace-url TEMPLATE``: the HTML page's trace ids become links."""
+    parser.add_argument("--trace-url", type=_trace_url_arg, metavar="TEMPLATE",
+                        help="with --html, make each trace id a link: TEMPLATE with "
+                             "{trace_id} in it, e.g. http://localhost:16686/trace/{trace_id}")
+
+
+def _trace_url_arg(text: str) -> str:
+    from ._html import trace_url_template
+
+    try:
+        return trace_url_template(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from ._cli import say
+from ._cli import add_trace_url_argument, say
 from ._compare import DEFAULT_MIN_EFFECT, compare_tasks, render_comparison
 from ._read import TraceFileError
 from ._text import replace_unencodable
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "median (default %(default)g)")
     p.add_argument("--json", action="store_true", help="print one JSON document (schema 1)")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
+    add_trace_url_argument(p)
     return p
 
 
@@ -65,7 +66,8 @@ def main(argv: list[str]) -> int:
     if args.html:
         from ._html import write_compare_page
 
-        write_compare_page(args.html, comparison, sides[0], sides[1], args.a, args.b)
+        write_compare_page(args.html, comparison, sides[0], sides[1], args.a, args.b,
+                           trace_url=args.trace_url)
     if args.json:
         print(json.dumps(comparison.as_dict(args.a, args.b)))
     else:

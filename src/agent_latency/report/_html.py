@@ -5,28 +5,39 @@ The page is rendered by Jinja2 from ``templates/`` (autoescaped: task and tool n
 from traces and are untrusted); the charts are inline SVG drawn by the template from
 geometry computed here, so the file opens anywhere, offline, with nothing to load:
 
-* a waterfall per task: the task, its nested tasks, and each LLM call (split into its
-  phases, laid end to end from the call's start as docs/budget.md describes) and tool
-  (nested tools on rows of their own), coloured by phase and component;
-* stacked component bars, one per task, scaled to the longest task;
-* percentile tables (p50/p95/p99/max of wall time and each component, per task name);
+* a waterfall per task, the slowest first (at most ``MAX_WATERFALLS``, the slowest ones):
+  the task, its nested tasks, and each LLM call (split into its phases, laid end to end
+  from the call's start as docs/budget.md describes) and tool (nested tools on rows of
+  their own), coloured by phase and component, with names a person reads in the legend;
+* stacked component bars, one per task (the same slowest first), scaled to the longest;
+* percentile tables (p50/p95/p99/max of wall time and each component per task name, and of
+  the time to first token per LLM call), the per-model table and the slowest tasks, LLM
+  calls and tools, from the report's summary;
 * the what-if table (median recorded and projected wall time per task name under a few
   standard scenarios);
-* for ``compare``: the comparison table and a waterfall of each side's median run.
+* for ``compare``: the comparison table and a waterfall of each side's median run, both on
+  one time scale.
+
+A call whose server time was not split into prefill and output generation (non-streamed,
+nothing to split it by) is drawn and named as "server time (not split)", and the tables say
+how many calls were not split or split by estimate.  With ``--trace-url TEMPLATE`` every
+trace id is a link (``{trace_id}`` replaced).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from ..budget import COMPONENTS, Budget, Scenario, component_of, project
 from ._compare import LABELS as METRIC_LABELS
 from ._compare import Comparison
 from ._render import LABELS, other_parts_line
 from ._stats import summarize
+from ._summary import split_words
 from ._tasks import StoredTask
 from ._text import html_finalize
 
@@ -52,6 +63,18 @@ PHASE_COLOURS = {
     "rtt": "#ef6c00", "tail": "#e65100", "network": "#ef6c00",
     "client": "#bdbdbd", "client_tail": "#9e9e9e", "retry": "#757575", "other": "#9e9e9e",
 }
+#: The legend's and the tooltips' words for each phase (the attribute names are for code).
+PHASE_LABELS = {
+    "output_generation": "output generation", "prefill": "prefill (with queueing)",
+    "server": "server time (not split)", "tool": "tool",
+    "dns": "DNS lookup", "connect": "TCP connect", "tls": "TLS handshake",
+    "upload": "request upload", "rtt": "round trip", "tail": "response tail (network)",
+    "network": "network", "upgrade": "WebSocket upgrade",
+    "client": "client before sending", "client_tail": "client after the last byte",
+    "retry": "retries and back-off", "other": "other",
+}
+# A call's server time that nothing split: prefill's colour, lighter (it holds output too).
+PHASE_COLOURS["server"] = "#90caf9"
 TASK_COLOUR = "#cfd8dc"
 
 #: The what-if table's scenarios: (label, Scenario).
@@ -76,23 +99,53 @@ def _environment() -> Any:
         trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
 
 
+def trace_url_template(text: str) -> str:
+    """``--trace-url``'s value checked: an ``http(s)://`` URL with ``{trace_id}`` in it
+    (``ValueError`` otherwise: no ``javascript:`` link from the command line)."""
+    if "{trace_id}" not in text:
+        raise ValueError("--trace-url needs {trace_id} in it, e.g. "
+                         "http://localhost:16686/trace/{trace_id}")
+    if not text.lower().startswith(("http://", "https://")):
+        raise ValueError("--trace-url must start with http:// or https://")
+    return text
+
+
+def _linker(template: str | None) -> Any:
+    """``trace id -> URL or None``."""
+    if not template:
+        return lambda trace_id: None
+    return lambda trace_id: template.replace("{trace_id}", quote(str(trace_id), safe=""))
+
+
 def render_report_page(tasks: Sequence[StoredTask], source: str,
-                       problems: Sequence[str] = ()) -> str:
-    """The ``report`` page as HTML text."""
+                       problems: Sequence[str] = (), *,
+                       summary: Mapping[str, Any] | None = None,
+                       trace_url: str | None = None) -> str:
+    """The ``report`` page as HTML text.  ``summary`` is the report's summary (its
+    ``--json`` ``summary`` member): first-token percentiles, the per-model table and the
+    slowest lists come from it.  ``trace_url`` makes trace ids links."""
+    link = _linker(trace_url)
+    figures = summary or {}
     return _environment().get_template("report.html.j2").render(
         title=f"agent-latency report: {source}", source=source, problems=list(problems),
-        **_common(tasks))
+        models=_models(figures), slowest=_slowest(figures, link), link=link,
+        **_common(tasks, figures, link))
 
 
 def write_report_page(path: str | Path, tasks: Sequence[StoredTask], source: str,
-                      problems: Sequence[str] = ()) -> None:
+                      problems: Sequence[str] = (), *,
+                      summary: Mapping[str, Any] | None = None,
+                      trace_url: str | None = None) -> None:
     """Write the ``report`` page to ``path``."""
-    Path(path).write_text(render_report_page(tasks, source, problems), encoding="utf-8")
+    Path(path).write_text(render_report_page(tasks, source, problems, summary=summary,
+                                             trace_url=trace_url), encoding="utf-8")
 
 
 def render_compare_page(comparison: Comparison, tasks_a: Sequence[StoredTask],
-                        tasks_b: Sequence[StoredTask], source_a: str, source_b: str) -> str:
-    """The ``compare`` page as HTML text."""
+                        tasks_b: Sequence[StoredTask], source_a: str, source_b: str, *,
+                        trace_url: str | None = None) -> str:
+    """The ``compare`` page as HTML text; each task's two median runs on one time scale."""
+    link = _linker(trace_url)
     rows = []
     for task in comparison.tasks:
         metrics = []
@@ -102,9 +155,12 @@ def render_compare_page(comparison: Comparison, tasks_a: Sequence[StoredTask],
             metrics.append({"label": METRIC_LABELS[metric], "a": s.median_a, "b": s.median_b,
                             "difference": s.difference, "low": s.low, "high": s.high,
                             "significant": s.significant, "verdict": verdict})
-        median_runs = [_waterfall(run) for run in
-                       (_median_run(tasks_a, task.name), _median_run(tasks_b, task.name))
-                       if run is not None]
+        runs = [run for run in
+                (_median_run(tasks_a, task.name), _median_run(tasks_b, task.name))
+                if run is not None]
+        # One scale for both: the longer run's full width, the shorter one's bars shorter.
+        scale = max((run.span.end_ns - run.span.start_ns for run in runs), default=0)
+        median_runs = [_waterfall(run, scale_ns=scale, link=link) for run in runs]
         rows.append({"name": task.name, "runs_a": task.runs_a, "runs_b": task.runs_b,
                      "warning": task.warning, "metrics": metrics,
                      "waterfalls": median_runs})
@@ -114,46 +170,81 @@ def render_compare_page(comparison: Comparison, tasks_a: Sequence[StoredTask],
         title=f"agent-latency compare: {source_a} vs {source_b}", source_a=source_a,
         source_b=source_b, comparisons=rows, warnings=comparison.warnings,
         min_effect=comparison.min_effect, components=_legend(),
+        phases=_phase_legend(),
         bars_a=_stacked_bars(tasks_a, longest), bars_b=_stacked_bars(tasks_b, longest),
         percentiles_a=_percentiles(tasks_a), percentiles_b=_percentiles(tasks_b))
 
 
 def write_compare_page(path: str | Path, comparison: Comparison,
                        tasks_a: Sequence[StoredTask], tasks_b: Sequence[StoredTask],
-                       source_a: str, source_b: str) -> None:
+                       source_a: str, source_b: str, *, trace_url: str | None = None) -> None:
     """Write the ``compare`` page to ``path``."""
     Path(path).write_text(render_compare_page(comparison, tasks_a, tasks_b, source_a,
-                                              source_b), encoding="utf-8")
+                                              source_b, trace_url=trace_url),
+                          encoding="utf-8")
 
 
-def _common(tasks: Sequence[StoredTask]) -> dict[str, Any]:
-    shown = list(tasks[:MAX_WATERFALLS])
+def slowest_first(tasks: Sequence[StoredTask]) -> list[StoredTask]:
+    """Tasks with budgets, the slowest first (ties in start order)."""
+    budgeted = [t for t in tasks if t.budget is not None]
+    return sorted(budgeted, key=lambda t: -_budget(t).wall)
+
+
+def _common(tasks: Sequence[StoredTask], summary: Mapping[str, Any],
+            link: Any) -> dict[str, Any]:
+    ranked = slowest_first(tasks)
+    shown = ranked[:MAX_WATERFALLS]
     nested = _nested(tasks)
     return {
         "components": _legend(),
-        "phases": [{"phase": p, "colour": c} for p, c in PHASE_COLOURS.items()],
-        "waterfalls": [_waterfall(t, nested.get(id(t), ())) for t in shown],
-        "omitted": len(tasks) - len(shown),
-        "bars": _stacked_bars(tasks),
-        "percentiles": _percentiles(tasks),
+        "phases": _phase_legend(),
+        "waterfalls": [_waterfall(t, nested.get(id(t), ()), link=link) for t in shown],
+        "omitted": len(ranked) - len(shown),
+        "bars": _stacked_bars(ranked),
+        "percentiles": _percentiles(tasks, summary),
         "whatif": _whatif(tasks),
         "task_count": len(tasks),
     }
+
+
+def _phase_legend() -> list[dict[str, str]]:
+    return [{"phase": PHASE_LABELS.get(p, p.replace("_", " ")), "colour": c}
+            for p, c in PHASE_COLOURS.items() if p != "network"]
+
+
+def _models(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The per-model table's rows (from the report's summary)."""
+    return [{"model": name, "calls": m["calls"], "first_token": m["first_token"],
+             "output_tps": m["output_tokens_per_second"]["p50"],
+             "prefill_tps": m["prefill_tokens_per_second"]["p50"],
+             "input_tokens": m["input_tokens"], "output_tokens": m["output_tokens"],
+             "note": split_words(m, m["calls"])}
+            for name, m in summary.get("by_model", {}).items()]
+
+
+def _slowest(summary: Mapping[str, Any], link: Any) -> dict[str, list[dict[str, Any]]]:
+    """The slowest tasks, LLM calls and tools (from the report's summary), with links."""
+    slowest = summary.get("slowest", {})
+    return {kind: [{**row, "url": link(row["trace_id"])} for row in slowest.get(kind, [])]
+            for kind in ("tasks", "llm_calls", "tools")}
 
 
 def _legend() -> list[dict[str, str]]:
     return [{"key": c, "label": LABELS[c], "colour": COMPONENT_COLOURS[c]} for c in COMPONENTS]
 
 
-def _waterfall(task: StoredTask, nested: Sequence[StoredTask] = ()) -> dict[str, Any]:
-    """Rows of one task's waterfall, with x and width in pixels of the plot area."""
+def _waterfall(task: StoredTask, nested: Sequence[StoredTask] = (), *, scale_ns: int = 0,
+               link: Any = None) -> dict[str, Any]:
+    """Rows of one task's waterfall, with x and width in pixels of the plot area, which
+    spans the task (or ``scale_ns``, when longer: two waterfalls on one time scale)."""
     assert task.budget is not None  # noqa: S101 - waterfalls are drawn for budgeted tasks
     start, end = task.span.start_ns, task.span.end_ns
-    span = max(end - start, 1)
+    span = max(end - start, scale_ns, 1)
+    unsplit = _unsplit_calls(task)
     plot = WIDTH - LABEL_WIDTH - 10
 
     def x(t: int) -> float:
-        return round(LABEL_WIDTH + plot * (min(max(t, start), end) - start) / span, 2)
+        return round(LABEL_WIDTH + plot * (min(max(t, start), start + span) - start) / span, 2)
 
     def bar(a: int, b: int, colour: str, title: str) -> dict[str, Any]:
         left = x(a)
@@ -179,9 +270,15 @@ def _waterfall(task: StoredTask, nested: Sequence[StoredTask] = ()) -> dict[str,
             label = f"LLM {name or 'call'}"
         else:
             label = f"{component_of(intervals[0].phase).replace('_', ' ')} {name}".strip()
-        bars = [bar(i.start, i.end, PHASE_COLOURS.get(i.phase, "#9e9e9e"),
-                    f"{label}: {i.phase} {(i.end - i.start) / 1e6:.1f} ms")
-                for i in sorted(intervals) if i.end > i.start]
+        whole = not is_tool and unsplit(intervals)
+        bars = []
+        for i in sorted(intervals):
+            if i.end <= i.start:
+                continue
+            phase = "server" if whole and i.phase == "prefill" else i.phase
+            words = PHASE_LABELS.get(phase, phase.replace("_", " "))
+            bars.append(bar(i.start, i.end, PHASE_COLOURS.get(phase, "#9e9e9e"),
+                            f"{label}: {words} {(i.end - i.start) / 1e6:.1f} ms"))
         entries.append((first, -last, {"label": label, "indent": 1, "bars": bars,
                                        "seconds": (last - first) / 1e9}))
     for s, e, name in nested_tasks:
@@ -203,15 +300,42 @@ def _waterfall(task: StoredTask, nested: Sequence[StoredTask] = ()) -> dict[str,
                       # The last label ends at its tick, inside the picture.
                       "anchor": "end" if k == 5 else "middle"})
     budget = task.budget
+    labels = dict(LABELS)
+    if budget.all_server_time_unsplit:
+        labels["prefill"] = "server time (not split)"
+    elif budget.counts.get("not_split_calls"):
+        labels["prefill"] = "prefill (with server time not split)"
     return {
         "name": task.name, "trace_id": task.span.trace_id, "wall": budget.wall,
-        "shares": [{"label": LABELS[c], "seconds": budget.shares[c],
+        "url": (link or _linker(None))(task.span.trace_id),
+        "shares": [{"label": labels[c], "seconds": budget.shares[c],
                     "pct": 100 * budget.shares[c] / (budget.wall or 1),
-                    "colour": COMPONENT_COLOURS[c]} for c in COMPONENTS],
+                    # The swatch of the bars it names.
+                    "colour": PHASE_COLOURS["server"] if (
+                        c == "prefill" and budget.all_server_time_unsplit)
+                    else COMPONENT_COLOURS[c]} for c in COMPONENTS
+                   if not (c == "output_generation" and budget.all_server_time_unsplit)],
+        "split_note": budget.split_note(),
         "other_parts": other_parts_line(budget),
         "rows": rows, "ticks": ticks, "height": 20 + len(rows) * ROW_HEIGHT + 22,
         "width": WIDTH, "label_width": LABEL_WIDTH,
     }
+
+
+def _unsplit_calls(task: StoredTask) -> Any:
+    """``call intervals -> bool``: whether that LLM call's server time was left unsplit.
+
+    Intervals do not carry the split's source; the task's counts do.  When every call of
+    the task was unsplit, each is; when some were, a call with prefill and no output
+    generation is taken for one (a streamed call with a single output chunk looks the same,
+    and is the one case drawn as unsplit wrongly)."""
+    budget = _budget(task)
+    if not budget.counts.get("not_split_calls"):
+        return lambda intervals: False
+    if budget.all_server_time_unsplit:
+        return lambda intervals: True
+    return lambda intervals: (any(i.phase == "prefill" for i in intervals)
+                              and not any(i.phase == "output_generation" for i in intervals))
 
 
 def _nested(tasks: Sequence[StoredTask]) -> dict[int, list[StoredTask]]:
@@ -251,8 +375,12 @@ def _stacked_bars(tasks: Sequence[StoredTask], longest: float | None = None) -> 
     return {"rows": rows, "height": 8 + len(rows) * ROW_HEIGHT, "width": WIDTH}
 
 
-def _percentiles(tasks: Sequence[StoredTask]) -> list[dict[str, Any]]:
-    """Per task name (then all tasks): count and p50/p95/p99/max per metric."""
+def _percentiles(tasks: Sequence[StoredTask],
+                 summary: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Per task name (then all tasks): count and p50/p95/p99/max per metric; with the
+    report's ``summary``, the time to first token per LLM call and the calls whose split is
+    not measured."""
+    figures = summary or {}
     by_name: dict[str, list[StoredTask]] = {}
     for task in tasks:
         if task.budget is not None:
@@ -264,9 +392,16 @@ def _percentiles(tasks: Sequence[StoredTask]) -> list[dict[str, Any]]:
     for name, members in groups:
         metrics = [("wall time", [_budget(t).wall for t in members])]
         metrics += [(LABELS[c], [_budget(t).shares[c] for t in members]) for c in COMPONENTS]
-        out.append({"name": name, "count": len(members),
-                    "rows": [{"label": label, **summarize(values)}
-                             for label, values in metrics]})
+        rows = [{"label": label, **summarize(values)} for label, values in metrics]
+        group = (figures.get("all") if name == "all tasks" and len(groups) > 1
+                 else figures.get("by_name", {}).get(name))
+        note = ""
+        if group:
+            first = group["first_token"]
+            rows.append({"label": f"first token (per LLM call, n = {first['count']})",
+                         **first})
+            note = split_words(group)
+        out.append({"name": name, "count": len(members), "rows": rows, "note": note})
     return out
 
 

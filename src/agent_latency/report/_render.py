@@ -6,6 +6,7 @@ import sys
 from typing import IO, Any
 
 from ..budget import COMPONENTS, OTHER_PARTS, Budget, Projection
+from ._summary import split_words
 from ._text import safe_text as _t
 from ._times import iso_time
 
@@ -28,9 +29,13 @@ _COUNT_LABELS = (
 
 
 def budget_rows(budget: Budget) -> list[tuple[str, float, float, float]]:
-    """``(label, share s, % of wall, busy s)`` per component, in report order."""
+    """``(label, share s, % of wall, busy s)`` per component, in report order; prefill is
+    labelled as holding server time not split when a call's was."""
     wall = budget.wall or 1.0
-    return [(LABELS[c], budget.shares[c], 100.0 * budget.shares[c] / wall, budget.busy[c])
+    labels = dict(LABELS)
+    if budget.counts.get("not_split_calls"):
+        labels["prefill"] = "prefill*"
+    return [(labels[c], budget.shares[c], 100.0 * budget.shares[c] / wall, budget.busy[c])
             for c in COMPONENTS]
 
 
@@ -47,6 +52,19 @@ def counts_line(budget: Budget) -> str:
     if (tps := budget.prefill_tokens_per_second) is not None:
         parts.append(f"{tps:,.0f} prefill tok/s")
     return ", ".join(parts) or "no LLM or tool calls recorded"
+
+
+def split_line(budget: Budget) -> str:
+    """Which LLM calls' prefill/output split is not measured (empty when all were)."""
+    note = budget.split_note()
+    if not note:
+        return ""
+    if budget.all_server_time_unsplit:
+        return ("*prefill is the server's whole time, not split into prefill and output "
+                "generation (non-streamed calls); no speed is derived from it")
+    if budget.counts.get("not_split_calls"):
+        return f"{note} (*prefill holds their server time whole; no speed is derived from it)"
+    return f"{note} (the speeds include the estimates)"
 
 
 def other_parts_line(budget: Budget) -> str:
@@ -71,6 +89,8 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> N
             print(f"  {label:<18} {share:9.3f} s {pct:6.1f} %  busy {busy:9.3f} s  "
                   f"{_bar(pct)}", file=out)
         print(f"  {counts_line(budget)}", file=out)
+        if line := split_line(budget):
+            print(f"  {line}", file=out)
         if line := other_parts_line(budget):
             print(f"  {line}", file=out)
         return
@@ -89,6 +109,8 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> N
     console.print(table)
     if line := other_parts_line(budget):
         console.print(f"  {line}")
+    if line := split_line(budget):
+        console.print(f"  {line}", markup=False)
     console.print(f"  {counts_line(budget)}\n")
 
 
@@ -176,6 +198,8 @@ def render_summary(summary: Any, source: str, filters: str = "",
         for label, st in rows:
             print(f"  {label:<24} {st['count']:>7,} {_s(st['p50']):>8} {_s(st['p95']):>8} "
                   f"{_s(st['p99']):>8} {_s(st['max']):>8}", file=out)
+        if words := split_words(group):
+            print(f"  note: {words}", file=out)
     if data["by_model"]:
         print("\nper model", file=out)
         print(f"  {'model':<28} {'calls':>7} {'first token p50/p95/p99 (s)':>28} "
@@ -186,6 +210,8 @@ def render_summary(summary: Any, source: str, filters: str = "",
             print(f"  {_t(model)[:28]:<28} {m['calls']:>7,} {ttft:>28} "
                   f"{_rate(m['output_tokens_per_second']['p50']):>17} "
                   f"{_rate(m['prefill_tokens_per_second']['p50']):>18}", file=out)
+            if words := split_words(m, m["calls"]):
+                print(f"    note: {words}", file=out)
     slowest = data["slowest"]
     if slowest["tasks"]:
         print("\nslowest tasks", file=out)

@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import semconv
 from ..budget import COMPONENTS
-from ..codec import TaskNode
+from ..codec import TaskNode, split_source
 from ._read import StoredSpan
 from ._stats import summarize
 from ._times import iso_time
@@ -31,7 +31,7 @@ class CallRecord:
     """One LLM call: model, duration, time to first token and speeds (s, tokens/s)."""
 
     __slots__ = ("duration", "first_token", "input_tokens", "model", "output_tokens",
-                 "output_tps", "prefill_tps", "span_id", "task", "trace_id")
+                 "output_tps", "prefill_tps", "span_id", "split", "task", "trace_id")
 
     def __init__(self, task: str, span: StoredSpan) -> None:
         a = span.attributes
@@ -45,10 +45,15 @@ class CallRecord:
         self.first_token = float(ttft) if isinstance(ttft, (int, float)) else None
         self.input_tokens = int(a.get(semconv.GEN_AI_USAGE_INPUT_TOKENS) or 0)
         self.output_tokens = int(a.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS) or 0)
+        #: Where its prefill/output split came from (``codec.split_source``).
+        self.split = split_source(a)
+        # Speeds from a measured or reported split only: an estimate's are the rates it was
+        # made with, and a server time left whole has none.
+        measured = self.split in (semconv.SOURCE_MEASURED, semconv.SOURCE_SERVER_REPORTED)
         self.output_tps = _rate(a, semconv.LLM_OUTPUT_TOKENS_PER_SECOND, self.output_tokens,
-                                semconv.LLM_OUTPUT_GENERATION)
+                                semconv.LLM_OUTPUT_GENERATION) if measured else None
         self.prefill_tps = _rate(a, semconv.LLM_PREFILL_TOKENS_PER_SECOND, self.input_tokens,
-                                 semconv.LLM_PREFILL)
+                                 semconv.LLM_PREFILL) if measured else None
 
     def to_json(self) -> dict[str, Any]:
         """The call as a JSON object."""
@@ -57,7 +62,7 @@ class CallRecord:
                 "first_token": self.first_token, "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens,
                 "output_tokens_per_second": self.output_tps,
-                "prefill_tokens_per_second": self.prefill_tps}
+                "prefill_tokens_per_second": self.prefill_tps, "split": self.split}
 
 
 def _rate(attributes: Mapping[str, Any], recorded: str, tokens: int,
@@ -77,40 +82,71 @@ def _figures() -> array[float]:
     return array("d")
 
 
+class _Splits:
+    """How many LLM calls had their prefill/output split left undone or estimated."""
+
+    __slots__ = ("estimated", "llm_calls", "not_split")
+
+    def __init__(self) -> None:
+        self.llm_calls = self.not_split = self.estimated = 0
+
+    def count(self, calls: list[CallRecord]) -> None:
+        self.llm_calls += len(calls)
+        for call in calls:
+            if call.split == semconv.SOURCE_NOT_SPLIT:
+                self.not_split += 1
+            elif call.split == semconv.SOURCE_ESTIMATED:
+                self.estimated += 1
+
+    def merge(self, other: _Splits) -> None:
+        self.llm_calls += other.llm_calls
+        self.not_split += other.not_split
+        self.estimated += other.estimated
+
+    def to_json(self) -> dict[str, int]:
+        return {"llm_calls": self.llm_calls, "not_split_calls": self.not_split,
+                "estimated_calls": self.estimated}
+
+
 class _Group:
     """The figures of one group of tasks (one name, or all)."""
 
-    __slots__ = ("components", "first_token", "wall")
+    __slots__ = ("components", "first_token", "splits", "wall")
 
     def __init__(self) -> None:
         self.wall = _figures()
         self.components = {c: _figures() for c in COMPONENTS}
         self.first_token = _figures()
+        self.splits = _Splits()
 
-    def add(self, task: TaskNode, first_tokens: list[float]) -> None:
+    def add(self, task: TaskNode, first_tokens: list[float],
+            calls: list[CallRecord] | None = None) -> None:
         budget = task.budget
         assert budget is not None  # noqa: S101 - summarized tasks have budgets
         self.wall.append(budget.wall)
         for c in COMPONENTS:
             self.components[c].append(budget.shares[c])
         self.first_token.extend(first_tokens)
+        self.splits.count(calls or [])
 
     def merge(self, other: _Group) -> None:
         self.wall.extend(other.wall)
         for c in COMPONENTS:
             self.components[c].extend(other.components[c])
         self.first_token.extend(other.first_token)
+        self.splits.merge(other.splits)
 
     def to_json(self) -> dict[str, Any]:
         return {"count": len(self.wall), WALL: summarize(self.wall),
                 "components": {c: summarize(v) for c, v in self.components.items()},
-                FIRST_TOKEN: summarize(self.first_token)}
+                FIRST_TOKEN: summarize(self.first_token), **self.splits.to_json()}
 
 
 class _Model:
     """The figures of one model's calls."""
 
-    __slots__ = ("first_token", "input_tokens", "output_tokens", "output_tps", "prefill_tps")
+    __slots__ = ("first_token", "input_tokens", "output_tokens", "output_tps", "prefill_tps",
+                 "splits")
 
     def __init__(self) -> None:
         self.first_token = _figures()
@@ -118,6 +154,7 @@ class _Model:
         self.prefill_tps = _figures()
         self.output_tokens = 0
         self.input_tokens = 0
+        self.splits = _Splits()
 
     def add(self, call: CallRecord) -> None:
         if call.first_token is not None:
@@ -128,6 +165,7 @@ class _Model:
             self.prefill_tps.append(call.prefill_tps)
         self.output_tokens += call.output_tokens
         self.input_tokens += call.input_tokens
+        self.splits.count([call])
 
     def merge(self, other: _Model) -> None:
         self.first_token.extend(other.first_token)
@@ -135,12 +173,32 @@ class _Model:
         self.prefill_tps.extend(other.prefill_tps)
         self.output_tokens += other.output_tokens
         self.input_tokens += other.input_tokens
+        self.splits.merge(other.splits)
 
     def to_json(self, calls: int) -> dict[str, Any]:
+        splits = self.splits.to_json()
+        del splits["llm_calls"]  # "calls"
         return {"calls": calls, FIRST_TOKEN: summarize(self.first_token),
                 "output_tokens_per_second": summarize(self.output_tps),
                 "prefill_tokens_per_second": summarize(self.prefill_tps),
-                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                **splits}
+
+
+def split_words(figures: Mapping[str, Any], calls: int | None = None) -> str:
+    """A group's or a model's calls whose prefill/output split is not measured, in words
+    (empty when every one was): the report's and the HTML page's note under its table."""
+    calls = figures.get("llm_calls", 0) if calls is None else calls
+    not_split = figures.get("not_split_calls", 0)
+    estimated = figures.get("estimated_calls", 0)
+    words = []
+    if not_split:
+        words.append(f"{not_split:,} of {calls:,} LLM calls not split (non-streamed): their "
+                     f"server time is all in prefill, and no speed is derived from it")
+    if estimated:
+        words.append(f"{estimated:,} of {calls:,} LLM calls split by estimate (rates learned "
+                     f"from streamed calls)")
+    return "; ".join(words)
 
 
 class _Slowest:
@@ -229,11 +287,11 @@ class Summary:
         """One task with its own LLM calls and outermost tools (``(name, s, trace id,
         span id)``)."""
         first_tokens = [c.first_token for c in calls if c.first_token is not None]
-        self._all.add(task, first_tokens)
+        self._all.add(task, first_tokens, calls)
         group = self._by_name.get(task.name)
         if group is None:
             group = self._by_name[task.name] = _Group()
-        group.add(task, first_tokens)
+        group.add(task, first_tokens, calls)
         for call in calls:
             model = self._by_model.get(call.model)
             if model is None:

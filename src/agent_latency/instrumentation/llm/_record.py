@@ -145,11 +145,11 @@ def _split(call: FinishedCall, phases: CallPhases) -> None:
                           server_generation=info.server_generation)
         return
     prefill_tps, output_tps = _rates.rates(call.provider, model)
+    # Split by the learned rates (``estimated``), or, without them, left whole in prefill
+    # (``not-split``): either way not measured, and no speed is derived from it.
     split_server_time(phases, input_tokens=info.input_tokens or 0,
                       output_tokens=info.output_tokens or 0,
                       prefill_tps=prefill_tps, output_tps=output_tps)
-    # Without learned rates the block stays in prefill: not measured as such either.
-    phases.source = semconv.SOURCE_ESTIMATED
 
 
 # -- the end ------------------------------------------------------------------------------
@@ -233,11 +233,14 @@ def record(call: FinishedCall, t_end: float, error: BaseException | None, respon
         attrs[semconv.LLM_QUEUE] = info.server_queue
     _info_attributes(info, attrs)
     out_tokens = info.output_tokens
-    if out_tokens and phases.output_generation > 0:
+    # Speeds only from a split that was measured or reported: one from an estimate would
+    # give back the rates it was made with, one from a block left whole is no speed.
+    derived = phases.source in (semconv.SOURCE_MEASURED, semconv.SOURCE_SERVER_REPORTED)
+    if derived and out_tokens and phases.output_generation > 0:
         generated = out_tokens - 1 if measured_stream else out_tokens
         if generated > 0:
             attrs[semconv.LLM_OUTPUT_TOKENS_PER_SECOND] = generated / phases.output_generation
-    if info.input_tokens and phases.prefill > 0:
+    if derived and info.input_tokens and phases.prefill > 0:
         attrs[semconv.LLM_PREFILL_TOKENS_PER_SECOND] = info.input_tokens / phases.prefill
     per_chunk = None
     if measured_stream and call.outputs > 1:

@@ -56,10 +56,12 @@ from ..._child_context import (
     _fork_exec_hook,
     _pending,
     _posix_spawn_hook,
+    auto_instrumentation_dir,
     child_env,
     child_env_list,
     context_env,
     parent_context_from_env,
+    without_dir,
 )
 from ..._env import env_flag
 from ..._log import FAULTS, fault, internal_error
@@ -328,12 +330,16 @@ class SubprocessInstrumentor(Instrumentor):
     SHARED = (_threads.PATCH,)
     _pos: _Positions | None = None
     _env_token: object | None = None
+    _strip: str | None = None
     _hooked = False
 
     def setup(self, **kwargs: Any) -> None:
         self._pos = _POSITIONS
         self._capture = env_flag(semconv.ENV_CAPTURE_COMMAND, False)
         self._propagate = env_flag(semconv.ENV_PROPAGATE, True)
+        # Applied at the first spawn, after opentelemetry-instrument's start-up put its
+        # directory back on PYTHONPATH: children lose it (see _child_context).
+        self._strip = auto_instrumentation_dir()
 
     def patches(self) -> list[Patch]:
         rows: list[Patch] = [("subprocess", "Popen._execute_child", self._execute_child),
@@ -396,12 +402,13 @@ class SubprocessInstrumentor(Instrumentor):
                 attributes[semconv.TOOL_COMMAND] = (
                     argv if isinstance(argv, str) else _join(argv))
             span = start_tool(name, attributes)
-            if self._propagate:
-                extra = context_env(span)
-                if extra and self._hooked:
-                    _pending.extra = extra
-                elif extra:
-                    env = child_env(_get(args, kwargs, pos.env, "env"), extra)
+            extra = context_env(span) if self._propagate else {}
+            strip = self._strip
+            if extra or strip is not None:
+                if self._hooked:
+                    _pending.extra, _pending.strip = extra, strip
+                else:
+                    env = child_env(_get(args, kwargs, pos.env, "env"), extra, strip)
                     if "env" in kwargs or pos.env >= len(args):
                         kwargs = {**kwargs, "env": env}
                     else:
@@ -456,13 +463,20 @@ class SubprocessInstrumentor(Instrumentor):
             if self._capture:
                 attributes[semconv.TOOL_COMMAND] = text
             span = start_tool(name, attributes)
-            if self._propagate:
-                extra = context_env(span)
-                if extra:
-                    prefix = "export " + " ".join(f"{k}='{v}'" for k, v in extra.items()
-                                                  if "'" not in v) + "; "
-                    command = (prefix.encode() + command if isinstance(command, bytes)
-                               else prefix + command)
+            extra = context_env(span) if self._propagate else {}
+            prefix = ""
+            if self._strip is not None and "PYTHONPATH" in os.environ:
+                kept = without_dir(os.environ["PYTHONPATH"], self._strip)
+                if kept is None:
+                    prefix = "unset PYTHONPATH; "
+                else:
+                    extra = {**extra, "PYTHONPATH": kept}
+            if extra:
+                prefix += "export " + " ".join(f"{k}='{v}'" for k, v in extra.items()
+                                               if "'" not in v) + "; "
+            if prefix:
+                command = (prefix.encode() + command if isinstance(command, bytes)
+                           else prefix + command)
         except Exception:  # noqa: BLE001
             internal_error("subprocess.os_system")
             if span is None:

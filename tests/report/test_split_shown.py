@@ -1,0 +1,144 @@
+"""Estimated is visible: a non-streamed call's server time that nothing could split into
+prefill and output generation is said to be unsplit on the budget line, in the report and
+on the HTML page, and no speed is derived from it; a split made with learned rates is said
+to be an estimate."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent_latency import semconv
+from agent_latency.budget import Budget
+from agent_latency.codec import split_source
+from agent_latency.simulator import Simulator, SimulatorConfig
+
+PY = sys.executable
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="exec-based runner")
+
+AGENT = """
+    import openai, sys
+    client = openai.OpenAI(base_url=sys.argv[1], api_key="x", max_retries=0)
+    if sys.argv[2] == "stream-first":
+        for _ in client.chat.completions.create(
+                model="sim-a", messages=[{"role": "user", "content": "hi " * 50}],
+                max_tokens=8, stream=True):
+            pass
+    for _ in range(3):
+        client.chat.completions.create(
+            model="sim-a", messages=[{"role": "user", "content": "hi " * 50}], max_tokens=8)
+    """
+
+
+@pytest.fixture(scope="module")
+def sim():
+    with Simulator(SimulatorConfig(prefill_tps=2000.0, output_tps=200.0,
+                                   default_output_tokens=8)) as server:
+        yield server
+
+
+def run_agent(tmp_path: Path, sim: Simulator, mode: str) -> tuple[str, Path]:
+    """Run the agent under ``agent-latency run``: its stderr (the budget line) and its
+    traces."""
+    prog = tmp_path / "agent.py"
+    prog.write_text(textwrap.dedent(AGENT))
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith(("OTEL_", "AGENT_LATENCY_"))}
+    environ[semconv.ENV_OUTPUT_DIR] = str(tmp_path / "out")
+    proc = subprocess.run([PY, "-m", "agent_latency", "run", "--", PY, str(prog),
+                           sim.base_url + "/v1", mode], env=environ, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr, tmp_path / "out" / "traces.jsonl"
+
+
+def report(*args: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([PY, "-m", "agent_latency", "report", *args], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+class TestNotSplit:
+    """Three plain create() calls, no stream before them: their server time is unsplit."""
+
+    def test_budget_line_says_server_not_split(self, tmp_path, sim):
+        stderr, _ = run_agent(tmp_path, sim, "plain")
+        line = next(ln for ln in stderr.splitlines() if ln.startswith("task agent "))
+        assert "server " in line and "(not split: non-streamed)" in line, line
+        assert "prefill" not in line and "output" not in line, line
+
+    def test_report_marks_it_and_derives_no_speed(self, tmp_path, sim):
+        _, traces = run_agent(tmp_path, sim, "plain")
+        text = report(str(traces)).stdout
+        assert "3 of 3 LLM calls not split (non-streamed)" in text, text
+        model_row = next(ln for ln in text.splitlines() if ln.strip().startswith("sim-a"))
+        assert model_row.split()[-1] == "-" and model_row.split()[-2] == "-", model_row
+        data = json.loads(report("--json", str(traces)).stdout)
+        assert data["summary"]["all"]["not_split_calls"] == 3
+        task = data["summary"]["slowest"]["tasks"][0]
+        assert task["counts"]["not_split_calls"] == 3
+        assert task["prefill_tokens_per_second"] is None
+        assert task["output_tokens_per_second"] is None
+        assert all(c["split"] == "not-split" and c["prefill_tokens_per_second"] is None
+                   for c in data["summary"]["slowest"]["llm_calls"])
+        detail = report("--tasks", str(traces)).stdout
+        assert "prefill*" in detail and "not split into prefill and output" in detail, detail
+
+    def test_html_page_marks_it(self, tmp_path, sim):
+        _, traces = run_agent(tmp_path, sim, "plain")
+        page = tmp_path / "r.html"
+        report("--html", str(page), str(traces))
+        html = page.read_text()
+        assert "not split (non-streamed)" in html
+        assert "server time (not split)" in html  # the waterfall's legend and bars
+
+
+class TestEstimated:
+    """After a stream has taught the rates, the split is made and said to be an estimate."""
+
+    def test_marked_as_estimate(self, tmp_path, sim):
+        stderr, traces = run_agent(tmp_path, sim, "stream-first")
+        line = next(ln for ln in stderr.splitlines() if ln.startswith("task agent "))
+        assert "(3 of 4 calls split by estimate)" in line, line
+        assert "3 of 4 LLM calls split by estimate" in report(str(traces)).stdout
+        data = json.loads(report("--json", str(traces)).stdout)
+        calls = data["summary"]["slowest"]["llm_calls"]
+        estimated = [c for c in calls if c["split"] == "estimated"]
+        assert estimated and all(c["prefill_tokens_per_second"] is None for c in estimated)
+
+
+class TestSplitSource:
+    """The split's source read back from a call's attributes, old traces included."""
+
+    def test_sources(self):
+        assert split_source({semconv.LLM_TIMING_SOURCE: "not-split"}) == "not-split"
+        assert split_source({semconv.LLM_TIMING_SOURCE: "measured"}) == "measured"
+        assert split_source({}) == "measured"
+        # Recorded before "not-split" existed: estimated, with no output generation.
+        assert split_source({semconv.LLM_TIMING_SOURCE: "estimated",
+                             semconv.LLM_OUTPUT_GENERATION: 0.0,
+                             semconv.LLM_STREAMING: False}) == "not-split"
+        assert split_source({semconv.LLM_TIMING_SOURCE: "estimated",
+                             semconv.LLM_OUTPUT_GENERATION: 0.2}) == "estimated"
+
+    def test_budget_line_forms(self):
+        shares = {"output_generation": 0.0, "prefill": 0.96, "tool_execution": 0.0,
+                  "network_overhead": 0.01, "other": 0.03}
+        budget = Budget(wall=1.0, shares=shares, busy=dict(shares),
+                        counts={"llm_calls": 3, "not_split_calls": 3, "input_tokens": 30})
+        assert budget.summary("t").startswith(
+            "task t 1.00s = server 0.96 (not split: non-streamed) | tools 0.00")
+        assert budget.prefill_tokens_per_second is None
+        budget.counts.update(llm_calls=4, not_split_calls=1, estimated_calls=2)
+        assert ("prefill 0.96 (1 of 4 calls not split (non-streamed), in prefill; "
+                "2 of 4 calls split by estimate)") in budget.summary("t")
+        budget.counts.update(not_split_calls=0, estimated_calls=0)
+        assert "(" not in budget.summary("t")
+        assert budget.prefill_tokens_per_second == pytest.approx(30 / 0.96)
