@@ -324,22 +324,31 @@ def _get(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -
     return args[index] if index < len(args) else None
 
 
+# The children's PYTHONPATH entry to drop has not been looked for yet.
+_NOT_YET = object()
+
+
 class SubprocessInstrumentor(Instrumentor):
     """Process spans for ``subprocess``, ``asyncio`` subprocesses and ``os.system``."""
 
     SHARED = (_threads.PATCH,)
     _pos: _Positions | None = None
     _env_token: object | None = None
-    _strip: str | None = None
     _hooked = False
 
     def setup(self, **kwargs: Any) -> None:
         self._pos = _POSITIONS
         self._capture = env_flag(semconv.ENV_CAPTURE_COMMAND, False)
         self._propagate = env_flag(semconv.ENV_PROPAGATE, True)
-        # Applied at the first spawn, after opentelemetry-instrument's start-up put its
-        # directory back on PYTHONPATH: children lose it (see _child_context).
-        self._strip = auto_instrumentation_dir()
+        self._strip: str | object | None = _NOT_YET
+
+    def _strip_dir(self) -> str | None:
+        # Read at the first spawn, not at instrument(): opentelemetry-instrument loads us
+        # while its start-up has its directory off PYTHONPATH, and puts it back after.
+        strip = self._strip
+        if strip is _NOT_YET:
+            strip = self._strip = auto_instrumentation_dir()
+        return strip  # type: ignore[return-value]  # a str or None once read
 
     def patches(self) -> list[Patch]:
         rows: list[Patch] = [("subprocess", "Popen._execute_child", self._execute_child),
@@ -403,7 +412,7 @@ class SubprocessInstrumentor(Instrumentor):
                     argv if isinstance(argv, str) else _join(argv))
             span = start_tool(name, attributes)
             extra = context_env(span) if self._propagate else {}
-            strip = self._strip
+            strip = self._strip_dir()
             if extra or strip is not None:
                 if self._hooked:
                     _pending.extra, _pending.strip = extra, strip
@@ -465,8 +474,9 @@ class SubprocessInstrumentor(Instrumentor):
             span = start_tool(name, attributes)
             extra = context_env(span) if self._propagate else {}
             prefix = ""
-            if self._strip is not None and "PYTHONPATH" in os.environ:
-                kept = without_dir(os.environ["PYTHONPATH"], self._strip)
+            strip = self._strip_dir()
+            if strip is not None and "PYTHONPATH" in os.environ:
+                kept = without_dir(os.environ["PYTHONPATH"], strip)
                 if kept is None:
                     prefix = "unset PYTHONPATH; "
                 else:
