@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ._log import FAULTS, fault, internal_error
+from ._log import FAULTS, Guard, fault, internal_error
 
 _MARK = "_agent_latency_flushes"
 # The flush under way, if any: a signal that comes during the exit flush waits for it
@@ -45,6 +45,7 @@ _MARK = "_agent_latency_flushes"
 _flushing: list[threading.Thread | None] = [None]
 
 
+@Guard("fork.flush")
 def flush_provider(timeout_s: float | None = None) -> None:
     """Flush the global tracer provider, never waiting longer than ``timeout_s`` (default:
     the exit bound, ``AGENT_LATENCY_EXIT_TIMEOUT``).
@@ -53,35 +54,30 @@ def flush_provider(timeout_s: float | None = None) -> None:
     ignores its own timeout (a slow backend, retries) cannot hold the process.  Imports
     nothing.
     """
+    from opentelemetry import trace  # already imported: instrument() did
+
+    from . import _export_guard  # already imported: instrument() did
+
+    if timeout_s is None:
+        timeout_s = _export_guard.exit_timeout_s
+    deadline = time.monotonic() + timeout_s
+    earlier = _flushing[0]
+    if earlier is not None and earlier.is_alive() and earlier is not threading.current_thread():
+        earlier.join(timeout_s)
+    flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+    if flush is None:
+        return
+    left = max(deadline - time.monotonic(), 0.0)
+    worker = threading.Thread(target=flush, args=(int(left * 1000),),
+                              name="agent-latency-flush", daemon=True)
     try:
-        if FAULTS:
-            fault("fork.flush")
-        from opentelemetry import trace  # already imported: instrument() did
-
-        from . import _export_guard  # already imported: instrument() did
-
-        if timeout_s is None:
-            timeout_s = _export_guard.exit_timeout_s
-        deadline = time.monotonic() + timeout_s
-        earlier = _flushing[0]
-        if earlier is not None and earlier.is_alive() and earlier is not threading.current_thread():
-            earlier.join(timeout_s)
-        flush = getattr(trace.get_tracer_provider(), "force_flush", None)
-        if flush is None:
-            return
-        left = max(deadline - time.monotonic(), 0.0)
-        worker = threading.Thread(target=flush, args=(int(left * 1000),),
-                                  name="agent-latency-flush", daemon=True)
-        try:
-            worker.start()
-        except RuntimeError:  # no new threads this late in shutdown: flush here
-            flush(int(left * 1000))
-            return
-        _flushing[0] = worker
-        worker.join(left)
-        _wait_for_shutdown_exports(trace.get_tracer_provider(), deadline)
-    except Exception:  # noqa: BLE001
-        internal_error("fork.flush")
+        worker.start()
+    except RuntimeError:  # no new threads this late in shutdown: flush here
+        flush(int(left * 1000))
+        return
+    _flushing[0] = worker
+    worker.join(left)
+    _wait_for_shutdown_exports(trace.get_tracer_provider(), deadline)
 
 
 def keep_sigint_exit() -> None:
@@ -109,6 +105,7 @@ def _finish_worker() -> None:
     flush_provider()
 
 
+@Guard("fork.pool_idle")
 def _flush_when_idle(process: Any) -> None:
     """A ``Pool`` worker flushes the spans it has queued before it sends a task's result, so
     they are out before ``map()`` returns, and before it waits for more work when none is
@@ -124,36 +121,31 @@ def _flush_when_idle(process: Any) -> None:
     runs on a loaded machine, ``tests/reliability/test_fork.py``).  Without a handler,
     ``SIGTERM`` kills, as it would without us.
     """
-    try:
-        if FAULTS:
-            fault("fork.pool_idle")
-        target = getattr(process, "_target", None)
-        if (getattr(target, "__module__", None) != "multiprocessing.pool"
-                or getattr(target, "__name__", None) != "worker"):
-            return
-        tasks, results = process._args[0], process._args[1]  # worker(inqueue, outqueue, …)
-        wait, send, waiting = tasks.get, results.put, tasks._reader.poll
+    target = getattr(process, "_target", None)
+    if (getattr(target, "__module__", None) != "multiprocessing.pool"
+            or getattr(target, "__name__", None) != "worker"):
+        return
+    tasks, results = process._args[0], process._args[1]  # worker(inqueue, outqueue, …)
+    wait, send, waiting = tasks.get, results.put, tasks._reader.poll
 
-        def flush_queued(unless_work_waits: bool = False) -> None:
-            try:
-                if not (unless_work_waits and waiting()) and _spans_queued():
-                    flush_provider()
-            except Exception:  # noqa: BLE001
-                internal_error("fork.pool_idle")
+    def flush_queued(unless_work_waits: bool = False) -> None:
+        try:
+            if not (unless_work_waits and waiting()) and _spans_queued():
+                flush_provider()
+        except Exception:  # noqa: BLE001
+            internal_error("fork.pool_idle")
 
-        def put(result: Any) -> None:
-            flush_queued()
-            send(result)
+    def put(result: Any) -> None:
+        flush_queued()
+        send(result)
 
-        def get() -> Any:
-            flush_queued(unless_work_waits=True)
-            return wait()
+    def get() -> Any:
+        flush_queued(unless_work_waits=True)
+        return wait()
 
-        # The worker looks both up once it starts, after this.
-        results.put = put
-        tasks.get = get
-    except Exception:  # noqa: BLE001
-        internal_error("fork.pool_idle")
+    # The worker looks both up once it starts, after this.
+    results.put = put
+    tasks.get = get
 
 
 def _spans_queued() -> bool:
@@ -216,14 +208,10 @@ def _drop_parents_queued_spans() -> None:
             queue.clear()
 
 
+@Guard("fork.after_in_child")
 def _after_in_child() -> None:
-    try:
-        if FAULTS:
-            fault("fork.after_in_child")
-        _drop_parents_queued_spans()
-        _wrap_bootstrap()
-    except Exception:  # noqa: BLE001
-        internal_error("fork.after_in_child")
+    _drop_parents_queued_spans()
+    _wrap_bootstrap()
 
 
 _registered = False

@@ -29,7 +29,7 @@ from typing import Any
 from . import _scope, semconv
 from ._child_context import parent_context_from_env
 from ._lifecycle import flush_provider
-from ._log import FAULTS, fault, internal_error
+from ._log import FAULTS, Guard, fault, internal_error
 from ._names import default_name
 
 
@@ -102,18 +102,14 @@ class ProcessTask:
 process_task = ProcessTask()
 
 
+@Guard("process_task.after_fork")
 def _after_fork_in_child() -> None:
     """A forked child starts clean: no process task, and fatal signals at their default
     action again (our handler would end the parent's task in the child)."""
-    try:
-        if FAULTS:
-            fault("process_task.after_fork")
-        process_task.forget()
-        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-            if sig is not None and signal.getsignal(sig) is _on_signal:
-                signal.signal(sig, signal.SIG_DFL)
-    except Exception:  # noqa: BLE001
-        internal_error("process_task.after_fork")
+    process_task.forget()
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) is _on_signal:
+            signal.signal(sig, signal.SIG_DFL)
 
 
 if hasattr(os, "register_at_fork"):

@@ -15,7 +15,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import _hooks, semconv
 from ._env import env_flag
-from ._log import FAULTS, fault, internal_error, warn_once
+from ._log import FAULTS, Guard, fault, internal_error, warn_once
 from ._version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -287,23 +287,18 @@ def start_task(
     return span, ctx
 
 
+@Guard("end_task", default=False)
 def end_task(span: Span, exc: BaseException | None = None) -> bool:
     """Status, budget and end for a task from :func:`start_task`; False when it had already
     ended (at exit, say).  Never raises."""
-    try:
-        if FAULTS:
-            fault("end_task")
-        if _open_tasks.pop(id(span), None) is None:
-            return False
-        if exc is not None:
-            record_error(span, exc)
-        end_ns = time.time_ns()
-        _finish_budget(span, end_ns)
-        span.end(end_time=end_ns)
-        return True
-    except Exception:  # noqa: BLE001
-        internal_error("end_task")
+    if _open_tasks.pop(id(span), None) is None:
         return False
+    if exc is not None:
+        record_error(span, exc)
+    end_ns = time.time_ns()
+    _finish_budget(span, end_ns)
+    span.end(end_time=end_ns)
+    return True
 
 
 def _finish_budget(span: Span, end_ns: int) -> None:

@@ -43,7 +43,7 @@ from ._export_guard import (
 )
 from ._import_times import IMPORTS, startup_attributes
 from ._local import JsonLinesSpanExporter, TaskSummaryPrinter, default_traces_path
-from ._log import FAULTS, fault, internal_error, logger, warn_once
+from ._log import Guard, logger, warn_once
 from ._pauses import PAUSES
 from ._scope import end_open_tasks, in_task
 from .instrumentation import _all
@@ -226,6 +226,7 @@ def _add_span_processor(provider: Any, processor: SpanProcessor) -> None:
         provider.add_span_processor(processor)
 
 
+@Guard("instrument.process_task")
 def _open_implicit_process_task() -> None:
     """The whole process as one task, unless something already is one or owns the context.
 
@@ -239,17 +240,12 @@ def _open_implicit_process_task() -> None:
     if (_process.process_task.span is not None or not _process.on_main_thread()
             or in_task() or (current.is_valid and not current.is_remote)):
         return
-    try:
-        if FAULTS:
-            fault("instrument.process_task")
-        # A child of a traced process starts inside its parent's tool span: the kernel's
-        # start time is taken at its latest, so the child's task does not begin before it.
-        child = parent_context_from_env() is not None
-        start_ns = _process.process_start_ns(latest=child) or time.time_ns()
-        _process.open_process_task(_process.process_name(), start_ns,
-                                   {semconv.PROCESS_TASK: True, **startup_attributes(start_ns)})
-    except Exception:  # noqa: BLE001 - the program runs on without its process task
-        internal_error("instrument.process_task")
+    # A child of a traced process starts inside its parent's tool span: the kernel's
+    # start time is taken at its latest, so the child's task does not begin before it.
+    child = parent_context_from_env() is not None
+    start_ns = _process.process_start_ns(latest=child) or time.time_ns()
+    _process.open_process_task(_process.process_name(), start_ns,
+                               {semconv.PROCESS_TASK: True, **startup_attributes(start_ns)})
 
 
 def _metric_task_names() -> int:

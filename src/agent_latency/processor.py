@@ -30,7 +30,7 @@ from opentelemetry.trace import SpanKind
 
 from . import _hooks, semconv
 from ._import_times import IMPORTS
-from ._log import FAULTS, fault, internal_error, warn_once
+from ._log import Guard, warn_once
 from ._pauses import PAUSES
 from ._sdk import attribute_store as _attribute_store
 from ._sdk import attributes_of as _attributes_of
@@ -344,127 +344,115 @@ class BudgetSpanProcessor(SpanProcessor):
         self._in_tool.clear()
 
     # -- SpanProcessor ---------------------------------------------------------------
+    @Guard("BudgetSpanProcessor.on_start")
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if not self._enabled:
             return
-        try:
-            if FAULTS:
-                fault("BudgetSpanProcessor.on_start")
-            parent = _span_parent(span)  # the SDK's own field (_sdk): a property costs more
-            owner = self._owner.get(parent.span_id) if parent is not None else None
-            attrs = _attributes_of(span)
-            if attrs and _TASK_NAME in attrs:
-                task = _OpenTask(_span_id(span), str(attrs[_TASK_NAME]), _start_ns(span) or 0,
-                                 owner, whole_process=_PROCESS in attrs or _RUN in attrs)
-                if _STARTUP in attrs:
-                    task.running.add(startup_overlay(attrs, task.start_ns))
-                self._open(task)
-                return
-            if owner is None:
-                # A request served with no task around it: a task if agent work happens.
-                if _span_kind(span) is _SERVER and (parent is None or parent.is_remote):
-                    self._open(_OpenTask(_span_id(span), _span_name(span),
-                                         _start_ns(span) or 0, None, request=True))
-                return
-            if owner.closed:
-                return
-            sid = _span_id(span)
-            owner_map = self._owner
-            owner_map[sid] = owner
-            owner.open_spans += 1
-            start = _start_ns(span) or 0
-            owner.open_starts[sid] = start
-            # The process's CPU time at span boundaries: the agent's own CPU is placed on the
-            # task's other time between two of them.
-            now = _time_ns()
-            owner.sample(now)
-            if owner.parent is not None:
-                for outer in owner.ancestors():
-                    outer.open_starts[sid] = start
-                    outer.sample(now)
-            # A tool run by a tool (a shell command under a ``run_shell`` function) is tool
-            # time like any other, but not another tool call, and a what-if scales it inside
-            # the outer tool: remember the outermost tool each span runs in.
-            top = self._in_tool.get(parent.span_id)
-            if top is not None:
-                self._in_tool[sid] = top
-            elif _starts_tool(span, attrs):
-                self._in_tool[sid] = sid
-            if len(owner_map) > _MAX_OPEN_SPANS:
-                self._sweep()
-        except Exception:  # noqa: BLE001 - never break the host program
-            internal_error("BudgetSpanProcessor.on_start")
+        parent = _span_parent(span)  # the SDK's own field (_sdk): a property costs more
+        owner = self._owner.get(parent.span_id) if parent is not None else None
+        attrs = _attributes_of(span)
+        if attrs and _TASK_NAME in attrs:
+            task = _OpenTask(_span_id(span), str(attrs[_TASK_NAME]), _start_ns(span) or 0,
+                             owner, whole_process=_PROCESS in attrs or _RUN in attrs)
+            if _STARTUP in attrs:
+                task.running.add(startup_overlay(attrs, task.start_ns))
+            self._open(task)
+            return
+        if owner is None:
+            # A request served with no task around it: a task if agent work happens.
+            if _span_kind(span) is _SERVER and (parent is None or parent.is_remote):
+                self._open(_OpenTask(_span_id(span), _span_name(span),
+                                     _start_ns(span) or 0, None, request=True))
+            return
+        if owner.closed:
+            return
+        sid = _span_id(span)
+        owner_map = self._owner
+        owner_map[sid] = owner
+        owner.open_spans += 1
+        start = _start_ns(span) or 0
+        owner.open_starts[sid] = start
+        # The process's CPU time at span boundaries: the agent's own CPU is placed on the
+        # task's other time between two of them.
+        now = _time_ns()
+        owner.sample(now)
+        if owner.parent is not None:
+            for outer in owner.ancestors():
+                outer.open_starts[sid] = start
+                outer.sample(now)
+        # A tool run by a tool (a shell command under a ``run_shell`` function) is tool
+        # time like any other, but not another tool call, and a what-if scales it inside
+        # the outer tool: remember the outermost tool each span runs in.
+        top = self._in_tool.get(parent.span_id)
+        if top is not None:
+            self._in_tool[sid] = top
+        elif _starts_tool(span, attrs):
+            self._in_tool[sid] = sid
+        if len(owner_map) > _MAX_OPEN_SPANS:
+            self._sweep()
 
+    @Guard("BudgetSpanProcessor._on_ending")
     def _on_ending(self, span: Span) -> None:
         # Newer SDKs (the spec's OnEnding) call this after end() and before any processor's
         # on_end, so a request task's budget reaches exporters added before us too.
         if not self._enabled:
             return
-        try:
-            if FAULTS:
-                fault("BudgetSpanProcessor._on_ending")
-            task = self._tasks.get(_span_id(span))
-            if task is not None and task.request:
-                self._finish_request(task, span)
-        except Exception:  # noqa: BLE001
-            internal_error("BudgetSpanProcessor._on_ending")
+        task = self._tasks.get(_span_id(span))
+        if task is not None and task.request:
+            self._finish_request(task, span)
 
+    @Guard("BudgetSpanProcessor.on_end")
     def on_end(self, span: ReadableSpan) -> None:
         if not self._enabled:
             return
-        try:
-            if FAULTS:
-                fault("BudgetSpanProcessor.on_end")
-            sid = _span_id(span)
-            task = self._owner.pop(sid, None)
-            if task is None:
-                return
-            if task.span_id == sid:
-                if task.request:
-                    self._finish_request(task, span)  # an SDK without _on_ending
-                self._close(task, span)
-                return
-            task.open_spans -= 1
-            top = self._in_tool.pop(sid, sid)
-            # Its work counts in its task and in every open task around it (a nested task's
-            # too, so each folds its own time), while they are open.
-            tasks = [task, *task.ancestors()] if task.parent is not None else [task]
-            attrs = _attributes_of(span)
-            start, end = _span_times(span) if attrs else (0, 0)
-            now = _time_ns()
+        sid = _span_id(span)
+        task = self._owner.pop(sid, None)
+        if task is None:
+            return
+        if task.span_id == sid:
+            if task.request:
+                self._finish_request(task, span)  # an SDK without _on_ending
+            self._close(task, span)
+            return
+        task.open_spans -= 1
+        top = self._in_tool.pop(sid, sid)
+        # Its work counts in its task and in every open task around it (a nested task's
+        # too, so each folds its own time), while they are open.
+        tasks = [task, *task.ancestors()] if task.parent is not None else [task]
+        attrs = _attributes_of(span)
+        start, end = _span_times(span) if attrs else (0, 0)
+        now = _time_ns()
+        for counted in tasks:
+            counted.open_starts.pop(sid, None)
+            counted.sample(now)
+            if attrs and start > counted.last_start:
+                counted.last_start = start
+        if not attrs:
+            return
+        component = attrs.get(_COMPONENT)
+        tool = component == _TOOL_EXECUTION or (component is None and is_tool(attrs))
+        if tool and end >= start:
+            # The common case, kept to a tuple append and a counter (a plain tuple of
+            # Interval's shape: the engine reads it by index, and the NamedTuple's
+            # constructor would cost more than the rest of this branch).
+            # ``call`` is the outermost tool's span id: nested tools share their parent's.
+            interval = (start, max(end, start), "tool", top, 0, attrs.get(_TOOL_NAME, ""))
             for counted in tasks:
-                counted.open_starts.pop(sid, None)
-                counted.sample(now)
-                if attrs and start > counted.last_start:
-                    counted.last_start = start
-            if not attrs:
-                return
-            component = attrs.get(_COMPONENT)
-            tool = component == _TOOL_EXECUTION or (component is None and is_tool(attrs))
-            if tool and end >= start:
-                # The common case, kept to a tuple append and a counter (a plain tuple of
-                # Interval's shape: the engine reads it by index, and the NamedTuple's
-                # constructor would cost more than the rest of this branch).
-                # ``call`` is the outermost tool's span id: nested tools share their parent's.
-                interval = (start, max(end, start), "tool", top, 0, attrs.get(_TOOL_NAME, ""))
-                for counted in tasks:
-                    if counted.closed:
-                        continue
-                    counted.running.pending.append(interval)
-                    if top == sid:
-                        counted.counts["tool_calls"] += 1
-                    counted.maybe_fold()
+                if counted.closed:
+                    continue
+                counted.running.pending.append(interval)
                 if top == sid:
-                    # Tool names are code-chosen (function, executable, MCP tool): bounded.
-                    name = attrs.get(_TOOL_NAME)
-                    self._tool_duration.record(
-                        (end - start) / 1e9,
-                        {_TOOL_NAME: name} if name else None)
-                return
-            if component is not None or tool or _LLM_CLIENT in attrs:
-                self._collect(tasks, span, attrs, top)
-        except Exception:  # noqa: BLE001
-            internal_error("BudgetSpanProcessor.on_end")
+                    counted.counts["tool_calls"] += 1
+                counted.maybe_fold()
+            if top == sid:
+                # Tool names are code-chosen (function, executable, MCP tool): bounded.
+                name = attrs.get(_TOOL_NAME)
+                self._tool_duration.record(
+                    (end - start) / 1e9,
+                    {_TOOL_NAME: name} if name else None)
+            return
+        if component is not None or tool or _LLM_CLIENT in attrs:
+            self._collect(tasks, span, attrs, top)
 
     def shutdown(self) -> None:
         self._enabled = False
@@ -478,30 +466,25 @@ class BudgetSpanProcessor(SpanProcessor):
         return True
 
     # -- budget ------------------------------------------------------------------------
+    @Guard("BudgetSpanProcessor.finish_task")
     def finish_task(self, span: Any, end_ns: int) -> Budget | None:
         """Compute a task's budget and set it on its span, which is about to end."""
         if not self._enabled:
             return None
-        try:
-            if FAULTS:
-                fault("BudgetSpanProcessor.finish_task")
-            task = self._tasks.get(span.get_span_context().span_id)
-            if task is None:
-                return None
-            if task.budget is not None:
-                warn_once("task-ended-twice", "agent-latency: task %r ended twice; its budget "
-                          "is the one computed at the first end", task.name)
-                return task.budget
-            if end_ns < task.start_ns:
-                warn_once("clock-backwards-task", "agent-latency: task %r ends before it "
-                          "starts (the clock went backwards); its wall time is 0", task.name)
-            budget = task.finish(end_ns)
-            span.set_attributes(budget_attributes(
-                budget, setup_saving=task.running.connection_setup_saving))
-            return budget
-        except Exception:  # noqa: BLE001
-            internal_error("BudgetSpanProcessor.finish_task")
+        task = self._tasks.get(span.get_span_context().span_id)
+        if task is None:
             return None
+        if task.budget is not None:
+            warn_once("task-ended-twice", "agent-latency: task %r ended twice; its budget "
+                      "is the one computed at the first end", task.name)
+            return task.budget
+        if end_ns < task.start_ns:
+            warn_once("clock-backwards-task", "agent-latency: task %r ends before it "
+                      "starts (the clock went backwards); its wall time is 0", task.name)
+        budget = task.finish(end_ns)
+        span.set_attributes(budget_attributes(
+            budget, setup_saving=task.running.connection_setup_saving))
+        return budget
 
     def _open(self, task: _OpenTask) -> None:
         with self._lock:

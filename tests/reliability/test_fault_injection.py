@@ -36,7 +36,7 @@ pytestmark = pytest.mark.internal_errors
 SRC = Path(agent_latency.__file__).parent
 # Every place armed somewhere in our code (the literal names), plus the scopes' own.
 PLACES = sorted({m for path in SRC.rglob("*.py")
-                 for m in re.findall(r'fault\("([^"]+)"\)', path.read_text())}
+                 for m in re.findall(r'(?:fault|Guard)\("([^"]+)"', path.read_text())}
                 | {"task.__exit__", "tool.__exit__"})
 # Places the scenarios below must reach (the others guard paths they do not take: fork,
 # signals, MCP, agent frameworks).

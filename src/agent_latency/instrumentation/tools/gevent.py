@@ -25,7 +25,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from ... import _hooks
-from ..._log import FAULTS, fault, internal_error, warn_once
+from ..._log import Guard, warn_once
 from .._base import Instrumentor
 from ._threads import _run_in
 
@@ -44,28 +44,24 @@ def _spawn(original: Any, func_at: int) -> Any:
     return spawn
 
 
+@Guard("gevent.patch_all")
 def _on_gevent_event(event: Any) -> None:
     """A ``zope.event`` subscriber: gevent announces its monkey-patching with events."""
     name = type(event).__name__
     if name not in ("GeventWillPatchAllEvent", "GeventDidPatchAllEvent"):
         return
-    try:
-        if FAULTS:
-            fault("gevent.patch_all")
-        control = _hooks.export_control
-        if control is None:  # not instrumented (any more)
-            return
-        stop_exports, restart_exports = control
-        if name == "GeventWillPatchAllEvent":
-            warn_once("gevent-after-instrument", "agent-latency: gevent's monkey.patch_all() "
-                      "ran after agent_latency.instrument(); the exports are restarted as "
-                      "gevent threads. Patch first (before importing agent_latency) where "
-                      "you can: threads the program started before the patch stay real")
-            stop_exports()
-        else:
-            restart_exports()
-    except Exception:  # noqa: BLE001
-        internal_error("gevent.patch_all")
+    control = _hooks.export_control
+    if control is None:  # not instrumented (any more)
+        return
+    stop_exports, restart_exports = control
+    if name == "GeventWillPatchAllEvent":
+        warn_once("gevent-after-instrument", "agent-latency: gevent's monkey.patch_all() "
+                  "ran after agent_latency.instrument(); the exports are restarted as "
+                  "gevent threads. Patch first (before importing agent_latency) where "
+                  "you can: threads the program started before the patch stay real")
+        stop_exports()
+    else:
+        restart_exports()
 
 
 class GeventInstrumentor(Instrumentor):

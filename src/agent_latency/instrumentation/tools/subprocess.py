@@ -64,7 +64,7 @@ from ..._child_context import (
     without_dir,
 )
 from ..._env import env_flag
-from ..._log import FAULTS, fault, internal_error
+from ..._log import FAULTS, Guard, fault, internal_error
 from ..._scope import mark_error, start_tool, tool_attributes
 from .._base import Instrumentor, Patch
 from . import _threads
@@ -198,6 +198,7 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+@Guard("subprocess.finish")
 def finish(span: trace.Span, returncode: int | None, *, timed_out: float | None = None,
            signalled: int | None = None, running: bool = False,
            end_ns: int | None = None, pid: int | None = None) -> None:
@@ -207,36 +208,31 @@ def finish(span: trace.Span, returncode: int | None, *, timed_out: float | None 
     this runs right after the kernel reaped a child, with cold caches, where each SDK call
     costs two to three times what it costs warm.
     """
-    try:
-        if FAULTS:
-            fault("subprocess.finish")
-        attrs: dict[str, Any] = {}
-        if pid is not None:
-            attrs[semconv.TOOL_PID] = pid
-        if running:
-            attrs[semconv.TOOL_RUNNING_AT_EXIT] = True
-        elif returncode is not None and returncode != sys.maxsize:
-            attrs[semconv.TOOL_EXIT_CODE] = returncode
-            if returncode != 0:
-                if returncode < 0:
-                    name = _signal_name(-returncode)
-                    attrs[semconv.TOOL_SIGNAL] = name
-                    if timed_out is not None and signalled is not None:
-                        attrs[semconv.TOOL_TIMED_OUT] = True
-                        attrs[semconv.ERROR_TYPE] = "timeout"
-                        desc = f"timed out after {timed_out:.3g} s; killed by {name}"
-                    else:
-                        attrs[semconv.ERROR_TYPE] = name
-                        desc = f"killed by {name}"
+    attrs: dict[str, Any] = {}
+    if pid is not None:
+        attrs[semconv.TOOL_PID] = pid
+    if running:
+        attrs[semconv.TOOL_RUNNING_AT_EXIT] = True
+    elif returncode is not None and returncode != sys.maxsize:
+        attrs[semconv.TOOL_EXIT_CODE] = returncode
+        if returncode != 0:
+            if returncode < 0:
+                name = _signal_name(-returncode)
+                attrs[semconv.TOOL_SIGNAL] = name
+                if timed_out is not None and signalled is not None:
+                    attrs[semconv.TOOL_TIMED_OUT] = True
+                    attrs[semconv.ERROR_TYPE] = "timeout"
+                    desc = f"timed out after {timed_out:.3g} s; killed by {name}"
                 else:
-                    attrs[semconv.ERROR_TYPE] = "exit_code"
-                    desc = f"exit code {returncode}"
-                span.set_status(Status(StatusCode.ERROR, desc))
-        if attrs:
-            span.set_attributes(attrs)
-        span.end(end_time=end_ns)
-    except Exception:  # noqa: BLE001
-        internal_error("subprocess.finish")
+                    attrs[semconv.ERROR_TYPE] = name
+                    desc = f"killed by {name}"
+            else:
+                attrs[semconv.ERROR_TYPE] = "exit_code"
+                desc = f"exit code {returncode}"
+            span.set_status(Status(StatusCode.ERROR, desc))
+    if attrs:
+        span.set_attributes(attrs)
+    span.end(end_time=end_ns)
 
 
 def _returncode_get(self: Any) -> Any:
