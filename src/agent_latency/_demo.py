@@ -1,51 +1,111 @@
 """``agent-latency demo``: the demo coding agent against the simulator, then its budget.
 
 It starts the simulator in a child process (scripted turns that make the agent run shell
-commands), runs ``examples/demo_agent.py`` under instrumentation, and prints the recorded
-task's budget and three what-ifs.  ``--rtt-ms`` adds network delay: in the kernel when this
-runs as root with iptables and netfilterqueue (a real round trip that ``TCP_INFO`` sees),
-otherwise through the simulator's delaying proxy, whose delay the client cannot tell from
-server time (it shows as prefill).
+commands), runs the demo agent (``examples/demo_agent.py``, shipped inside the package)
+under instrumentation, and prints the recorded task's budget and three what-ifs.
+``--rtt-ms`` adds network delay: in the kernel when this runs as root with iptables and
+netfilterqueue (a real round trip that TCP_INFO sees), otherwise through the simulator's
+delaying proxy, whose delay the client cannot tell from server time (it shows as prefill).
+
+The spans go to DIR/traces.jsonl, a directory the demo owns: it marks it as its own and
+never writes into a directory that holds traces it did not write (the user's
+.agent-latency, say).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+PROG = "agent-latency demo"
+#: Written into the demo's output directory: the demo replaces traces only where it finds it.
+MARKER = ".agent-latency-demo"
+#: Inside the installed package (the wheel copies ``examples/`` there), then the source tree.
+_PACKAGED = Path(__file__).resolve().parent / "_examples"
+_SOURCE_TREE = Path(__file__).resolve().parents[2] / "examples"
 
-def _examples_dir() -> Path | None:
-    for base in (Path.cwd(), Path(__file__).resolve().parents[2]):
-        if (base / "examples" / "demo_agent.py").exists():
-            return base / "examples"
+EXAMPLES = """examples:
+  agent-latency demo
+  agent-latency demo --output-tps 1000 --rtt-ms 40
+  agent-latency demo --dir /tmp/demo && agent-latency report /tmp/demo"""
+
+
+def examples_dir() -> Path | None:
+    """Where the demo agent and its simulator script are: inside the installed package, or
+    the source tree's ``examples/`` (an editable install); None when neither has them."""
+    for base in (_PACKAGED, _SOURCE_TREE):
+        if (base / "demo_agent.py").is_file() and (
+                base / "scripts" / "coding_agent.json").is_file():
+            return base
     return None
+
+
+def claim_directory(out_dir: Path) -> str | None:
+    """Make ``out_dir`` the demo's own and clear the demo's previous traces there; the reason
+    it cannot be (one line) when it holds traces the demo did not write."""
+    marked = (out_dir / MARKER).is_file()
+    if out_dir.exists() and not out_dir.is_dir():
+        return f"{out_dir} exists and is not a directory"
+    traces = sorted(out_dir.glob("traces.jsonl*")) if out_dir.is_dir() else []
+    if traces and not marked:
+        return (f"{out_dir} holds traces the demo did not write ({traces[0].name}); "
+                "choose another --dir (the demo never writes over traces)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / MARKER).write_text("written by agent-latency demo: its traces here are "
+                                  "replaced on each run\n")
+    for old in traces:  # the demo's own previous run
+        old.unlink()
+    return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``demo`` command line."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
+    parser.add_argument("--output-tps", type=float, default=150.0, metavar="TPS",
+                        help="the simulated model's output tokens/s (default 150)")
+    parser.add_argument("--prefill-tps", type=float, default=4000.0, metavar="TPS",
+                        help="the simulated model's prefill tokens/s (default 4000)")
+    parser.add_argument("--rtt-ms", type=float, default=0.0, metavar="MS",
+                        help="network round trip to add, in milliseconds (default 0)")
+    parser.add_argument("--dir", default=".agent-latency/demo",
+                        help="the demo's own directory for its spans (default "
+                             ".agent-latency/demo); one holding other traces is refused")
+    return parser
 
 
 def main(argv: list[str]) -> int:
     """Run the demo; returns the agent's exit status."""
-    parser = argparse.ArgumentParser(prog="agent-latency demo", description=__doc__)
-    parser.add_argument("--output-tps", type=float, default=150.0)
-    parser.add_argument("--prefill-tps", type=float, default=4000.0)
-    parser.add_argument("--rtt-ms", type=float, default=0.0)
-    parser.add_argument("--dir", default=".agent-latency/demo",
-                        help="where the demo's spans go (default .agent-latency/demo)")
-    args = parser.parse_args(argv)
-    examples = _examples_dir()
+    args = build_parser().parse_args(argv)
+    examples = examples_dir()
     if examples is None:
-        print("agent-latency demo: examples/demo_agent.py not found; run it from the "
-              "agent-latency source tree", file=sys.stderr)
+        print(f"{PROG}: the demo agent is missing from this installation "
+              f"(looked in {_PACKAGED} and {_SOURCE_TREE}); reinstall agent-latency",
+              file=sys.stderr)
+        return 2
+    missing = [(module, extra) for module, extra in (("aiohttp", "simulator"),
+                                                     ("openai", "openai"))
+               if importlib.util.find_spec(module) is None]
+    if missing:  # the simulator's server and the agent's client: both named at once
+        extras = ",".join(extra for _, extra in missing)
+        print(f"{PROG}: needs {' and '.join(m for m, _ in missing)} (the [{extras}] "
+              f"extra): pip install 'agent-latency[{extras}]'", file=sys.stderr)
         return 2
     from .budget import Scenario, project
     from .report import load_tasks, render_budget, render_projection
     from .simulator import SimulatorConfig, SimulatorProcess, kernel_delay_unavailable
 
     out_dir = Path(args.dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    refused = claim_directory(out_dir)
+    if refused:
+        print(f"{PROG}: {refused}", file=sys.stderr)
+        return 2
     traces = out_dir / "traces.jsonl"
-    traces.unlink(missing_ok=True)
     why_not_kernel = kernel_delay_unavailable() if args.rtt_ms > 0 else None
     config = SimulatorConfig(
         port=0, prefill_tps=args.prefill_tps, output_tps=args.output_tps,
@@ -66,15 +126,15 @@ def main(argv: list[str]) -> int:
         code = subprocess.call([sys.executable, str(examples / "demo_agent.py")],  # noqa: S603
                                env=env)
     if code != 0:
-        print(f"agent-latency demo: the demo agent exited with status {code}", file=sys.stderr)
+        print(f"{PROG}: the demo agent exited with status {code}", file=sys.stderr)
         return code
     tasks, problems = load_tasks(str(traces))
     for problem in problems:
-        print(f"agent-latency demo: {problem}", file=sys.stderr)
+        print(f"{PROG}: {problem}", file=sys.stderr)
     print()
     for task in tasks:
         assert task.budget is not None  # noqa: S101 - load_tasks gives every task a budget
-        render_budget(task.name, task.budget)
+        render_budget(task.name, task.budget, trace_id=task.span.trace_id)
         for label, scenario in (
             ("a 1,000 tokens/s model", Scenario(output_tps=1000.0)),
             ("a persistent connection", Scenario(persistent_connection=True)),
@@ -83,5 +143,5 @@ def main(argv: list[str]) -> int:
             render_projection(task.name, label,
                               project(task.intervals, task.span.start_ns, task.span.end_ns,
                                       scenario))
-    print(f"\nspans: {traces}  (agent-latency report {traces})")
+    print(f"\nspans: {traces}  (agent-latency report {out_dir})")
     return 0

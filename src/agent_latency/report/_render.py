@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from typing import IO, Any
 
@@ -60,11 +61,16 @@ def other_parts_line(budget: Budget) -> str:
     return line
 
 
-def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> None:
-    """Print one task's budget as a table with a bar per component."""
+def render_budget(name: str, budget: Budget, stream: IO[str] | None = None, *,
+                  trace_id: str | None = None) -> None:
+    """Print one task's budget as a table with a bar per component (and the trace id to
+    look it up by, when given)."""
     out = stream or sys.stdout
     console = _console(out)
     title = f"task {_t(name)}: {budget.wall:.3f} s"
+    if trace_id:
+        # A line of its own: an id is never wrapped, nor a table title squeezed around it.
+        title += f"{_TRACE_SEP}trace {_t(trace_id)}"
     if console is None:
         print(title, file=out)
         for label, share, pct, busy in budget_rows(budget):
@@ -77,8 +83,10 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> N
     from rich.table import Table
     from rich.text import Text
 
-    # Text, not a string: rich would read a name's brackets as markup.
-    table = Table(title=Text(title), title_justify="left", show_edge=False)
+    # Text, not a string: rich would read a name's brackets as markup.  The title is printed
+    # on its own, unwrapped: as the table's title it was wrapped to the table's width.
+    console.print(Text(title), soft_wrap=True)
+    table = Table(show_edge=False)
     table.add_column("component")
     table.add_column("share (s)", justify="right")
     table.add_column("% of wall", justify="right")
@@ -93,14 +101,15 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> N
 
 
 def render_projection(name: str, scenario: str, projection: Projection,
-                      stream: IO[str] | None = None) -> None:
-    """Print one task's recorded and projected wall time."""
+                      stream: IO[str] | None = None, *, trace_id: str | None = None) -> None:
+    """Print one task's recorded and projected wall time (and its trace id, when given)."""
     out = stream or sys.stdout
     saved = projection.saved
     print(f"task {_t(name)}: {projection.recorded_wall:.3f} s recorded -> "
           f"{projection.projected_wall:.3f} s with {scenario} "
           f"({'-' if saved >= 0 else '+'}{abs(saved):.3f} s, "
-          f"{projection.speedup:.2f}x)", file=out)
+          f"{projection.speedup:.2f}x)" + (f"  trace {_t(trace_id)}" if trace_id else ""),
+          file=out)
     if projection.client_bound:
         print(f"  {client_bound_line(projection)}", file=out)
 
@@ -164,7 +173,10 @@ def render_summary(summary: Any, source: str, filters: str = "",
              + (f" {filters}" if filters else "") + span), file=out)
     print("\nwall time and its components (s) per task; first token (s) per LLM call",
           file=out)
-    header = f"  {'':<24} {'n':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}"
+    width = terminal_width()
+    # Labels shrink to fit a narrow terminal ("output generation" needs 17); numbers never.
+    lw = max(17, min(24, width - 46))
+    header = f"  {'':<{lw}} {'n':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}"
     groups = [("all tasks", data["all"]), *names.items()] if len(names) > 1 else list(
         names.items())
     for title, group in groups:
@@ -174,36 +186,64 @@ def render_summary(summary: Any, source: str, filters: str = "",
             (LABELS[c], group["components"][c]) for c in COMPONENTS] + [
             ("first token", group["first_token"])]
         for label, st in rows:
-            print(f"  {label:<24} {st['count']:>7,} {_s(st['p50']):>8} {_s(st['p95']):>8} "
-                  f"{_s(st['p99']):>8} {_s(st['max']):>8}", file=out)
+            print(f"  {label[:lw]:<{lw}} {st['count']:>7,} {_s(st['p50']):>8} "
+                  f"{_s(st['p95']):>8} {_s(st['p99']):>8} {_s(st['max']):>8}", file=out)
     if data["by_model"]:
-        print("\nper model", file=out)
-        print(f"  {'model':<28} {'calls':>7} {'first token p50/p95/p99 (s)':>28} "
-              f"{'output tok/s p50':>17} {'prefill tok/s p50':>18}", file=out)
+        # Model names take what the numbers leave (12 to 28 characters).
+        mw = max(12, min(28, width - 61))
+        print("\nper model (first token in s, speeds in tokens/s, p50)", file=out)
+        print(f"  {'model':<{mw}} {'calls':>7} {'first p50':>9} {'p95':>7} {'p99':>7} "
+              f"{'output':>9} {'prefill':>9}", file=out)
         for model, m in data["by_model"].items():
             ft = m["first_token"]
-            ttft = f"{_s(ft['p50'])}/{_s(ft['p95'])}/{_s(ft['p99'])}"
-            print(f"  {_t(model)[:28]:<28} {m['calls']:>7,} {ttft:>28} "
-                  f"{_rate(m['output_tokens_per_second']['p50']):>17} "
-                  f"{_rate(m['prefill_tokens_per_second']['p50']):>18}", file=out)
+            print(f"  {_t(model)[:mw]:<{mw}} {m['calls']:>7,} {_s(ft['p50']):>9} "
+                  f"{_s(ft['p95']):>7} {_s(ft['p99']):>7} "
+                  f"{_rate(m['output_tokens_per_second']['p50']):>9} "
+                  f"{_rate(m['prefill_tokens_per_second']['p50']):>9}", file=out)
     slowest = data["slowest"]
     if slowest["tasks"]:
         print("\nslowest tasks", file=out)
         for t in slowest["tasks"]:
-            print(f"  {_s(t['wall']):>8} s  {_t(t['task'])[:30]:<30} {t['start']}  "
-                  f"trace {_t(t['trace_id'])}", file=out)
+            _fit(out, width, f"  {_s(t['wall']):>8} s  ", _t(t["task"]), f" {t['start']}",
+                 f"trace {_t(t['trace_id'])}")
     if slowest["llm_calls"]:
         print("\nslowest LLM calls", file=out)
         for c in slowest["llm_calls"]:
-            print(f"  {_s(c['duration']):>8} s  {_t(c['model'])[:24]:<24} first token "
-                  f"{_s(c['first_token']):>6} s  {c['output_tokens']:>6,} out tokens  "
-                  f"task {_t(c['task'])[:20]}  trace {_t(c['trace_id'])}", file=out)
+            _fit(out, width, f"  {_s(c['duration']):>8} s  ", _t(c["model"]),
+                 f" first token {_s(c['first_token']):>6} s  {c['output_tokens']:>6,} out "
+                 f"tokens  task {_t(c['task'])[:20]}", f"trace {_t(c['trace_id'])}")
     if slowest["tools"]:
         print("\nslowest tools", file=out)
         for t in slowest["tools"]:
-            print(f"  {_s(t['duration']):>8} s  {_t(t['tool'])[:30]:<30} "
-                  f"task {_t(t['task'])[:20]}  trace {_t(t['trace_id'])}", file=out)
+            _fit(out, width, f"  {_s(t['duration']):>8} s  ", _t(t["tool"]),
+                 f" task {_t(t['task'])[:20]}", f"trace {_t(t['trace_id'])}")
     print(file=out)
+
+
+#: Between a budget's title and its trace id.
+_TRACE_SEP = "  "
+#: A name column is cut to no fewer characters than this to fit the terminal.
+_NAME_MIN = 12
+_NAME_MAX = 30
+
+
+def terminal_width() -> int:
+    """The terminal's width in columns (``COLUMNS`` first); unlimited when the output is
+    not a terminal, so piped output keeps every name whole."""
+    return shutil.get_terminal_size((1_000_000, 24)).columns
+
+
+def _fit(out: IO[str], width: int, head: str, name: str, rest: str, trace: str) -> None:
+    """One row of a slowest list: ``head``, ``name`` in a column cut to fit, ``rest``, then
+    the trace id, which goes on a line of its own rather than be broken by the terminal."""
+    fixed = len(head) + len(rest)
+    column = max(_NAME_MIN, min(_NAME_MAX, width - fixed - 2 - len(trace)))
+    line = f"{head}{name[:column]:<{column}}{rest}"
+    if len(line) + 2 + len(trace) <= width:
+        print(f"{line}  {trace}", file=out)
+    else:
+        print(line, file=out)
+        print(f"{' ' * len(head)}{trace}", file=out)
 
 
 def _count(n: int, noun: str) -> str:
