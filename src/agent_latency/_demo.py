@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +29,15 @@ MARKER = ".agent-latency-demo"
 _PACKAGED = Path(__file__).resolve().parent / "_examples"
 _SOURCE_TREE = Path(__file__).resolve().parents[2] / "examples"
 
+_DESCRIPTION = """\
+Run the demo coding agent against the simulator and print its budget and three what-ifs.
+The simulator runs in a child process with scripted turns that make the agent run shell
+commands; the agent (shipped inside the package) runs instrumented.  --rtt-ms adds network
+delay: in the kernel when this runs as root with iptables and netfilterqueue (a real round
+trip that the kernel's TCP_INFO sees), otherwise through the simulator's delaying proxy,
+whose delay the client cannot tell from server time (it shows as prefill).  The spans go to
+DIR/traces.jsonl: the demo marks DIR as its own and refuses a directory holding traces it
+did not write."""
 EXAMPLES = """examples:
   agent-latency demo
   agent-latency demo --output-tps 1000 --rtt-ms 40
@@ -46,26 +56,52 @@ def examples_dir() -> Path | None:
 
 def claim_directory(out_dir: Path) -> str | None:
     """Make ``out_dir`` the demo's own and clear the demo's previous traces there; the reason
-    it cannot be (one line) when it holds traces the demo did not write."""
-    marked = (out_dir / MARKER).is_file()
+    it cannot be (one line) when it holds traces the demo did not write.
+
+    The marker file records each trace file the demo left (size and modification time):
+    a file that is not listed, or has changed since (another program wrote to it), is not
+    the demo's, so the directory is refused and nothing is deleted.
+    """
     if out_dir.exists() and not out_dir.is_dir():
         return f"{out_dir} exists and is not a directory"
     traces = sorted(out_dir.glob("traces.jsonl*")) if out_dir.is_dir() else []
-    if traces and not marked:
-        return (f"{out_dir} holds traces the demo did not write ({traces[0].name}); "
-                "choose another --dir (the demo never writes over traces)")
+    left = _recorded(out_dir)
+    for path in traces:
+        if left.get(path.name) != _fingerprint(path):
+            return (f"{out_dir} holds traces the demo did not write ({path.name}); choose "
+                    "another --dir (the demo never deletes or writes over traces)")
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / MARKER).write_text("written by agent-latency demo: its traces here are "
-                                  "replaced on each run\n")
-    for old in traces:  # the demo's own previous run
+    for old in traces:  # the demo's own previous run, unchanged since
         old.unlink()
+    record_directory(out_dir)
     return None
+
+
+def record_directory(out_dir: Path) -> None:
+    """Write the marker: the trace files in ``out_dir`` are the demo's."""
+    files = {p.name: _fingerprint(p) for p in sorted(out_dir.glob("traces.jsonl*"))}
+    (out_dir / MARKER).write_text(json.dumps({
+        "written_by": "agent-latency demo: these trace files are replaced on its next run "
+                      "while unchanged", "files": files}, indent=1) + "\n")
+
+
+def _recorded(out_dir: Path) -> dict[str, list[int]]:
+    try:
+        files = json.loads((out_dir / MARKER).read_text()).get("files", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return files if isinstance(files, dict) else {}
+
+
+def _fingerprint(path: Path) -> list[int]:
+    stat = path.stat()
+    return [stat.st_size, stat.st_mtime_ns]
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``demo`` command line."""
     parser = argparse.ArgumentParser(
-        prog=PROG, description=__doc__.split("\n\n", 1)[1],
+        prog=PROG, description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
     parser.add_argument("--output-tps", type=float, default=150.0, metavar="TPS",
                         help="the simulated model's output tokens/s (default 150)")
@@ -122,9 +158,11 @@ def main(argv: list[str]) -> int:
                "OPENAI_API_KEY": "simulator", "AGENT_LATENCY_DIR": str(out_dir)}
         for key in [k for k in env if k.startswith("OTEL_EXPORTER_OTLP")]:
             env.pop(key)  # the demo's spans go to its own file
-        # S603: our own interpreter and example file.
-        code = subprocess.call([sys.executable, str(examples / "demo_agent.py")],  # noqa: S603
-                               env=env)
+        try:
+            code = subprocess.call([sys.executable,  # noqa: S603 - our own example file
+                                    str(examples / "demo_agent.py")], env=env)
+        finally:
+            record_directory(out_dir)  # what the agent wrote is the demo's to replace
     if code != 0:
         print(f"{PROG}: the demo agent exited with status {code}", file=sys.stderr)
         return code

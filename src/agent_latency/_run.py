@@ -30,8 +30,9 @@ cannot load the bootstrap.  ``run`` says so in one line and, instead of replacin
 records the program's run as the process task from here (instrumented, it starts the
 program as a child, passes signals on and its exit status through): its wall time, all
 *other*, since its own LLM calls and tools cannot be seen.  With ``--children`` the Python
-processes it starts are instrumented as tasks of their own nested in that one.  A shell
-script (``#!/bin/sh``) is taken to start Python and is run as today.
+processes it starts are instrumented as tasks of their own nested in that one.  A shell,
+a shell script or a launcher (``env``, ``uv``, ``timeout`` …) is taken to start Python and
+is run as a Python program is.
 
 Child processes: every process is an ``execute_tool`` span in the process task, and gets
 ``TRACEPARENT``.  Child *Python* processes are not instrumented by default (the environment
@@ -209,18 +210,24 @@ def main(argv: list[str]) -> int:
 
 _PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*$")
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
+# Programs that start another program, often Python: run as a Python program is (the
+# bootstrap reaches the Python process they start through the environment).
+_LAUNCHERS = _SHELLS | frozenset({
+    "env", "uv", "uvx", "pipx", "pdm", "hatch", "rye", "poetry", "conda", "mamba",
+    "micromamba", "pixi", "timeout", "nice", "nohup", "time", "stdbuf", "taskset", "ionice",
+    "chrt", "setsid", "sudo", "xvfb-run", "direnv"})
 
 
 def not_python(program: str) -> str | None:
     """Why ``program`` (a command name or path) cannot load the bootstrap, in a few words;
-    None when it is Python, a shell script (taken to start Python) or cannot be told (not
-    found or unreadable: the exec says so)."""
+    None when it is Python, a launcher or shell script (taken to start Python) or cannot be
+    told (not found or unreadable: the exec says so)."""
     path = shutil.which(program)
     if path is None:
         return None
     real = os.path.realpath(path)
-    if _PYTHON_NAME.match(os.path.basename(program)) or _PYTHON_NAME.match(
-            os.path.basename(real)):
+    names = {os.path.basename(program), os.path.basename(real)}
+    if any(_PYTHON_NAME.match(n) for n in names) or names & _LAUNCHERS:
         return None
     try:
         with open(real, "rb") as f:
@@ -235,7 +242,7 @@ def not_python(program: str) -> str | None:
         if interpreter == "env":  # #!/usr/bin/env [-S] node
             args = [w for w in words[1:] if not w.startswith("-")]
             interpreter = os.path.basename(args[0]) if args else interpreter
-        if "python" in interpreter or interpreter in _SHELLS or interpreter == "env":
+        if "python" in interpreter or interpreter in _LAUNCHERS:
             return None
         return f"a {interpreter} script"
     if head.startswith(b"\x7fELF"):

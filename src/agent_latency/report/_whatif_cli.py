@@ -7,6 +7,7 @@ import json
 import re
 import statistics
 import sys
+import textwrap
 from typing import Any
 
 from ..budget import Projection, Scenario, project
@@ -81,7 +82,9 @@ _EPILOG = "\n".join([
     "",
     "presets:",
     *(f"  {name}: {text}" for name, (text, _, _) in PRESETS.items()),
-    *(f"    {note}" for _, (_, _, notes) in PRESETS.items() for note in notes),
+    *(textwrap.fill(note, 88, initial_indent="    - ", subsequent_indent="      ",
+                    break_on_hyphens=False)
+      for _, (_, _, notes) in PRESETS.items() for note in notes),
     "",
     "examples:",
     "  agent-latency whatif",
@@ -177,14 +180,27 @@ def summary_line(described: str, projections: list[Projection]) -> str:
     the saving, and its spread per task."""
     recorded = sum(p.recorded_wall for p in projections)
     projected = sum(p.projected_wall for p in projections)
-    n = len(projections)
-    line = (f"{n:,} task{'' if n == 1 else 's'}: {recorded:.3f} s recorded -> "
-            f"{projected:.3f} s with {described} ({_change(recorded, projected)})")
-    if n > 1:
-        changes = sorted(_relative(p.recorded_wall, p.projected_wall) for p in projections)
-        line += (f"; per task {_pct(changes[0])} to {_pct(changes[-1])}, median "
-                 f"{_pct(statistics.median(changes))}")
-    return line
+    return (f"{_count(len(projections))}: {recorded:.3f} s recorded -> {projected:.3f} s with "
+            f"{described} ({_change(recorded, projected)}){_spread(projections)}")
+
+
+def _projected(projections: list[Projection]) -> str:
+    """``0.521 s (-0.341 s, -40%)``, and the spread per task when there are several."""
+    recorded = sum(p.recorded_wall for p in projections)
+    projected = sum(p.projected_wall for p in projections)
+    return f"{projected:.3f} s ({_change(recorded, projected)}){_spread(projections)}"
+
+
+def _spread(projections: list[Projection]) -> str:
+    if len(projections) < 2:
+        return ""
+    changes = sorted(_relative(p.recorded_wall, p.projected_wall) for p in projections)
+    return (f", per task {_pct(changes[0])} to {_pct(changes[-1])}, median "
+            f"{_pct(statistics.median(changes))}")
+
+
+def _count(n: int) -> str:
+    return f"{n:,} task{'' if n == 1 else 's'}"
 
 
 def _relative(recorded: float, projected: float) -> float:
@@ -239,9 +255,13 @@ def main(argv: list[str]) -> int:
         rows = [(label, [project(t.intervals, t.span.start_ns, t.span.end_ns, one)
                          for t in tasks]) for label, one in ONE_CHANGE_EACH]
         rows.sort(key=lambda row: sum(p.projected_wall for p in row[1]))
-        print(f"no change given (see {_PROG} --help); each of these alone, across the tasks:")
+        recorded = sum(t.budget.wall for t in tasks if t.budget is not None)
+        print(f"{_count(len(tasks))}, {recorded:.3f} s recorded; no change given, so each "
+              "of these alone:")
+        width = max(len(label) for label, _ in rows)
         for label, projections in rows:
-            print(f"  {summary_line(label, projections)}")
+            print(f"  {label:<{width}}  -> {_projected(projections)}")
+        print(f"(choose changes with the options in {_PROG} --help)")
         return BAD_INPUT if problems else 0
     projections = []
     for task in tasks:
