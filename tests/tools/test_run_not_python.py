@@ -62,7 +62,7 @@ class TestNotPython:
         lines = proc.stderr.splitlines()
         assert lines[0].startswith("agent-latency run: ls is not a Python program "
                                    "(a native executable)"), proc.stderr
-        assert [ln for ln in lines if ln.startswith("task ")][0].startswith("task lister ")
+        assert next(ln for ln in lines if ln.startswith("task ")).startswith("task lister ")
         (task,) = [s for s in spans if s["name"] == "invoke_agent lister"]
         assert task["attributes"][semconv.RUN_TASK] is True
         wall = task["attributes"][semconv.BUDGET_WALL]
