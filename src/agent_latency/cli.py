@@ -32,7 +32,7 @@ USAGE = ("usage: agent-latency COMMAND [OPTIONS...]\n\ncommands:\n" + "\n".join(
     "  agent-latency report --tasks")
 
 #: Top-level module of an optional dependency -> the extra that installs it (pyproject.toml's
-#: [project.optional-dependencies]; tests/test_cli.py checks every extra is here).
+#: [project.optional-dependencies]; tests/test_command_line.py checks every extra is here).
 EXTRAS = {
     "aiohttp": "simulator",
     "openai": "openai",
