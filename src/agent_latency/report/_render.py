@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import textwrap
 from typing import IO, Any
 
 from ..budget import COMPONENTS, OTHER_PARTS, Budget, Projection
@@ -96,8 +97,11 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None, *,
         table.add_row(label, f"{share:.3f}", f"{pct:.1f}", f"{busy:.3f}", _bar(pct))
     console.print(table)
     if line := other_parts_line(budget):
-        console.print(f"  {line}")
-    console.print(f"  {counts_line(budget)}\n")
+        console.print(Text(f"  {line}"))
+    # Wrapped between items ourselves: rich would break "61 output | tokens" anywhere.
+    for row in wrap_items(counts_line(budget).split(", "), console.width, "  "):
+        console.print(Text(row), soft_wrap=True)
+    console.print()
 
 
 def render_projection(name: str, scenario: str, projection: Projection,
@@ -105,13 +109,19 @@ def render_projection(name: str, scenario: str, projection: Projection,
     """Print one task's recorded and projected wall time (and its trace id, when given)."""
     out = stream or sys.stdout
     saved = projection.saved
-    print(f"task {_t(name)}: {projection.recorded_wall:.3f} s recorded -> "
-          f"{projection.projected_wall:.3f} s with {scenario} "
-          f"({'-' if saved >= 0 else '+'}{abs(saved):.3f} s, "
-          f"{projection.speedup:.2f}x)" + (f"  trace {_t(trace_id)}" if trace_id else ""),
-          file=out)
+    width = terminal_width()
+    line = (f"task {_t(name)}: {projection.recorded_wall:.3f} s recorded -> "
+            f"{projection.projected_wall:.3f} s with {scenario} "
+            f"({'-' if saved >= 0 else '+'}{abs(saved):.3f} s, {projection.speedup:.2f}x)")
+    if trace_id:
+        trace = f"trace {_t(trace_id)}"
+        fits = len(line) + 2 + len(trace) <= width
+        line += f"  {trace}" if fits else f"\n  {trace}"
+    print(line, file=out)
     if projection.client_bound:
-        print(f"  {client_bound_line(projection)}", file=out)
+        print(textwrap.fill(client_bound_line(projection), width, initial_indent="  ",
+                            subsequent_indent="  ", break_long_words=False,
+                            break_on_hyphens=False), file=out)
 
 
 def client_bound_line(projection: Projection) -> str:
@@ -225,6 +235,20 @@ _TRACE_SEP = "  "
 #: A name column is cut to no fewer characters than this to fit the terminal.
 _NAME_MIN = 12
 _NAME_MAX = 30
+
+
+def wrap_items(items: list[str], width: int, indent: str) -> list[str]:
+    """``items`` joined by ", " into lines of at most ``width`` (an item longer than a line
+    gets one of its own): a line never breaks inside an item."""
+    lines: list[str] = []
+    line = ""
+    for item in items:
+        candidate = f"{line}, {item}" if line else indent + item
+        if line and len(candidate) + 1 > width:  # the comma that ends the line
+            lines.append(line + ",")
+            candidate = indent + item
+        line = candidate
+    return [*lines, line] if line else lines
 
 
 def terminal_width() -> int:
