@@ -130,7 +130,8 @@ def main(argv: list[str]) -> int:
     if missing:  # the simulator's server and the agent's client: both named at once
         extras = ",".join(extra for _, extra in missing)
         print(f"{PROG}: needs {' and '.join(m for m, _ in missing)} (the [{extras}] "
-              f"extra): pip install 'agent-latency[{extras}]'", file=sys.stderr)
+              f"extra{'s' if len(missing) > 1 else ''}): pip install 'agent-latency[{extras}]'",
+              file=sys.stderr)
         return 2
     from .budget import Scenario, project
     from .report import load_tasks, render_budget, render_projection

@@ -118,7 +118,9 @@ def render_projection(name: str, scenario: str, projection: Projection,
         fits = len(line) + 2 + len(trace) <= width
         line += f"  {trace}" if fits else f"\n  {trace}"
     print(line, file=out)
-    if projection.client_bound:
+    # Said only where the client's pace keeps some of the saving: a change that leaves the
+    # model's speed alone (a persistent connection) loses nothing to it.
+    if projection.client_bound and projection.client_kept >= 0.0005:
         print(textwrap.fill(client_bound_line(projection), width, initial_indent="  ",
                             subsequent_indent="  ", break_long_words=False,
                             break_on_hyphens=False), file=out)
