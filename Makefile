@@ -1,9 +1,12 @@
 # make demo: a virtual environment, the package, the demo agent against the simulator.
 # make test: every system package and Python package the tests need, the linter (make lint)
 #            and the type checker (make typecheck), then the whole suite (current SDK line in
-#            .venv, the older httpx-based line in .venv-legacy) and the documentation site
-#            built with --strict (make docs-check).
-# make docs: serve the documentation site on http://127.0.0.1:8000.
+#            .venv, the older httpx-based line in .venv-legacy), the core suites again on
+#            every other CPython 3.10-3.13 pyenv has here (make test-pythons), the release
+#            checks on the built sdist and wheel (tests/test_packaging.py, in the suite) and
+#            the documentation site built with --strict (make docs-check).
+# make docs: serve the documentation site on http://127.0.0.1:8000, from a small virtual
+#            environment of its own (.venv-docs: the site's packages only).
 # make servers: the reference servers the stack tests run (Collector, Jaeger, Prometheus,
 #            promtool, Alertmanager, amtool), built from Go modules into $(SERVERS_BIN).
 
@@ -25,6 +28,8 @@ FRAMEWORK_PINS ?= "google-adk>=2,<3" "autogen-agentchat>=0.7,<0.8" "autogen-ext[
 PYTEST_ARGS ?=
 # Where make docs-check builds the site (ignored by git).
 DOCS_SITE ?= site
+# make docs: the site's own packages ([docs]), not the 1.5 GB test environment.
+DOCS_VENV ?= .venv-docs
 # The older SDK line, on httpx/httpcore instead of httpx2/httpcore2.
 LEGACY_PINS ?= "openai>=1.40,<2" "anthropic>=0.40,<0.50" "mcp>=1.9,<2"
 # Debian packages: iptables and libnetfilter-queue for the simulator's kernel-delay mode;
@@ -53,8 +58,8 @@ define kernel_delay_deps
 	  $(1)/bin/python -m pip install -q 'netfilterqueue>=1.1'; fi
 endef
 
-.PHONY: demo servers pythons test test-current test-legacy lint typecheck docs docs-check \
-	system-packages bench clean
+.PHONY: demo servers pythons test test-current test-legacy test-pythons lint typecheck docs \
+	docs-check system-packages bench clean
 
 $(VENV)/.demo-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -152,7 +157,31 @@ system-packages:
 
 test: system-packages servers $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed \
       $(FRAMEWORKS)/.test-installed $(PHOENIX)/.test-installed pythons
-	$(MAKE) lint typecheck test-current test-legacy docs-check
+	$(MAKE) lint typecheck test-current test-legacy test-pythons docs-check
+
+# The core suites on each CPython 3.10-3.13 that pyenv has here (the newest patch release of
+# each), in a venv of its own with [test] (.venv-test-pyX.Y); the version .venv runs is
+# skipped (test-current runs the whole suite on it), and a version that is not installed is
+# one line, not a failure.  CORE_PYTHONS="3.13" runs one.
+CORE_SUITES ?= tests/instrumentation tests/tools tests/network tests/budget tests/report
+CORE_PYTHONS ?= 3.10 3.11 3.12 3.13
+PYENV_VERSIONS_DIR = $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions
+test-pythons: $(VENV)/.test-installed
+	@main=$$($(VENV)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	for v in $(CORE_PYTHONS); do \
+	  if [ "$$v" = "$$main" ]; then \
+	    echo "Python $$v: skipped here (make test-current runs the whole suite on it)"; continue; fi; \
+	  p=$$(ls -d $(PYENV_VERSIONS_DIR)/$$v.*/bin/python 2>/dev/null | sort -V | tail -n 1); \
+	  if [ -z "$$p" ]; then echo "Python $$v: not installed here (pyenv versions), skipped"; \
+	    continue; fi; \
+	  venv=.venv-test-py$$v; \
+	  if [ ! -f $$venv/.installed ]; then \
+	    $$p -m venv --clear $$venv && $$venv/bin/python -m pip install -q --upgrade pip && \
+	    $$venv/bin/python -m pip install -q -e '.[test]' && touch $$venv/.installed || exit 1; \
+	  fi; \
+	  echo "== core suites on $$($$venv/bin/python -V)"; \
+	  $$venv/bin/python -m pytest -q -p no:cacheprovider $(CORE_SUITES) $(PYTEST_ARGS) || exit 1; \
+	done
 
 # The rule set is [tool.ruff.lint] in pyproject.toml; checks only, never reformats.
 LINT_PATHS ?= src tests benchmarks deploy
@@ -179,8 +208,14 @@ test-legacy: $(LEGACY)/.test-installed
 docs-check: $(VENV)/.test-installed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/python -m mkdocs build --strict --site-dir $(DOCS_SITE)
 
-docs: $(VENV)/.test-installed
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/python -m mkdocs serve --dev-addr 127.0.0.1:8000
+$(DOCS_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install -q --upgrade pip
+	$(DOCS_VENV)/bin/python -m pip install -q -e '.[docs]'
+	touch $@
+
+docs: $(DOCS_VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/python -m mkdocs serve --dev-addr 127.0.0.1:8000
 
 bench: $(VENV)/.test-installed
 	$(VENV)/bin/python -m pip install -q -e '.[bench]'
@@ -188,5 +223,5 @@ bench: $(VENV)/.test-installed
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || echo "($$b exited $$?)"; done
 
 clean:
-	rm -rf $(VENV) $(LEGACY) $(AIDER) $(FRAMEWORKS) .venv-py3* .servers .pytest_cache .hypothesis \
-	  .agent-latency $(DOCS_SITE)
+	rm -rf $(VENV) $(LEGACY) $(AIDER) $(FRAMEWORKS) $(DOCS_VENV) .venv-py3* .venv-test-py3* \
+	  .servers .pytest_cache .hypothesis .agent-latency $(DOCS_SITE) dist

@@ -37,16 +37,21 @@ class Pauses:
         self._started = threading.local()
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            # The CPU clock costs a system call: read only for the older generations, whose
-            # collections are rare and the long ones.
-            self._started.t = (perf_counter(),
-                               process_time_ns() if info.get("generation") else None)
+        try:
+            if phase == "start":
+                # The CPU clock costs a system call: read only for the older generations,
+                # whose collections are rare and the long ones.
+                self._started.t = (perf_counter(),
+                                   process_time_ns() if info.get("generation") else None)
+                return
+            started = getattr(self._started, "t", None)
+            if started is None:
+                return
+            self._started.t = None
+        except RuntimeError:
+            # gevent's patched thread-local in a greenlet being finalized ("greenlet is being
+            # finalized", seen on CPython 3.10): this collection is not timed.
             return
-        started = getattr(self._started, "t", None)
-        if started is None:
-            return
-        self._started.t = None
         end = perf_counter()
         start, cpu_start = started
         pause = end - start

@@ -24,6 +24,16 @@ How it works (the technique ``opentelemetry-instrument`` uses):
 Tasks the program opens itself nest inside the process task: each gets its own budget and
 also counts inside the process task's.
 
+A program that is not Python (``agent-latency run -- node cli.js``, ``-- ls``: an executable
+that is not a Python interpreter, or a script whose ``#!`` line names another interpreter)
+cannot load the bootstrap.  ``run`` says so in one line and, instead of replacing itself,
+records the program's run as the process task from here (instrumented, it starts the
+program as a child, passes signals on and its exit status through): its wall time, all
+*other*, since its own LLM calls and tools cannot be seen.  With ``--children`` the Python
+processes it starts are instrumented as tasks of their own nested in that one.  A shell,
+a shell script or a launcher (``env``, ``uv``, ``timeout`` …) is taken to start Python and
+is run as a Python program is.
+
 Child processes: every process is an ``execute_tool`` span in the process task, and gets
 ``TRACEPARENT``.  Child *Python* processes are not instrumented by default (the environment
 they inherit is the original one): a test suite an agent runs must not print budget lines
@@ -36,20 +46,34 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import sys
 import time
 
 from . import semconv
 from ._names import default_name
 
-USAGE = """usage: agent-latency run [--name NAME] [--children] [--] CMD [ARGS...]
+USAGE = """usage: agent-latency run [-h] [--name NAME] [--children] [--] CMD [ARGS...]
 
 Run a Python program (python script.py, python -m module, or a console script) with every
 agent-latency instrumentation on and the whole process as one task; its budget line is
-printed on stderr at exit.  CMD's exit status is passed through.
+printed on stderr at exit.  CMD's exit status is passed through.  A program that is not
+Python is recorded as one task of its wall time (its LLM calls and tools cannot be seen).
 
-  --name NAME   task name (default: the script or command name)
-  --children    also instrument child Python processes (each becomes a task of its own)
+positional arguments:
+  CMD [ARGS...]         the program to run and its arguments
+
+options:
+  -h, --help            show this help message and exit
+  --name NAME, -n NAME  task name (default: the script or command name)
+  --children            also instrument child Python processes (each becomes a task of
+                        its own)
+
+examples:
+  agent-latency run -- python agent.py --task fix-tests
+  agent-latency run --name nightly -- python -m my_agent
+  agent-latency run --children -- mini-swe-agent -t "fix the failing test"
 """
 
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "_bootstrap")
@@ -123,7 +147,13 @@ def main(argv: list[str]) -> int:
         from ._env import env_flag  # only when set: the launcher stays light
 
         children = env_flag(semconv.ENV_RUN_CHILDREN, False)
-    env = run_environment(name or default_name(cmd), children, start_ns=start_ns)
+    name = name or default_name(cmd)
+    why = not_python(cmd[0])
+    if why:
+        _say(f"agent-latency run: {cmd[0]} is not a Python program ({why}): its LLM calls "
+             "and tools cannot be instrumented; recording its run as one task")
+        return run_not_python(name, children, cmd, start_ns)
+    env = run_environment(name, children, start_ns=start_ns)
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:  # None: the descriptor was closed (``2>&-``)
             stream.flush()
@@ -153,6 +183,96 @@ def main(argv: list[str]) -> int:
             break
         except KeyboardInterrupt:
             continue  # the child got the same Ctrl-C; wait for it to decide
+    return code if code >= 0 else 128 - code
+
+
+_PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*$")
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
+# Programs that start another program, often Python: run as a Python program is (the
+# bootstrap reaches the Python process they start through the environment).
+_LAUNCHERS = _SHELLS | frozenset({
+    "env", "uv", "uvx", "pipx", "pdm", "hatch", "rye", "poetry", "conda", "mamba",
+    "micromamba", "pixi", "timeout", "nice", "nohup", "time", "stdbuf", "taskset", "ionice",
+    "chrt", "setsid", "sudo", "xvfb-run", "direnv"})
+
+
+def not_python(program: str) -> str | None:
+    """Why ``program`` (a command name or path) cannot load the bootstrap, in a few words;
+    None when it is Python, a launcher or shell script (taken to start Python) or cannot be
+    told (not found or unreadable: the exec says so)."""
+    path = shutil.which(program)
+    if path is None:
+        return None
+    real = os.path.realpath(path)
+    names = {os.path.basename(program), os.path.basename(real)}
+    if any(_PYTHON_NAME.match(n) for n in names) or names & _LAUNCHERS:
+        return None
+    try:
+        with open(real, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return None
+    if head.startswith(b"#!"):
+        words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+        if not words:
+            return None
+        interpreter = os.path.basename(words[0])
+        if interpreter == "env":  # #!/usr/bin/env [-S] node
+            args = [w for w in words[1:] if not w.startswith("-")]
+            interpreter = os.path.basename(args[0]) if args else interpreter
+        if "python" in interpreter or interpreter in _LAUNCHERS:
+            return None
+        return f"a {interpreter} script"
+    if head.startswith(b"\x7fELF"):
+        return "a native executable"
+    return None
+
+
+def run_not_python(name: str, children: bool, cmd: list[str], start_ns: int) -> int:
+    """Record ``cmd``'s run as the process task of this process, which starts it as a child
+    (not as a tool: the run is the agent's own time) and passes signals on; returns its
+    exit status as a shell reports it."""
+    # Only for a program that is not Python: the launcher, light otherwise, is instrumented.
+    import signal
+    import subprocess
+
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    from ._process import open_process_task, process_task
+    from .configure import instrument
+
+    env = dict(os.environ)
+    if instrument(summary=True, process_task=False):
+        open_process_task(name, start_ns, {semconv.RUN_TASK: True})
+        if children and process_task.span is not None:
+            from ._child_context import context_env  # with the SDK, loaded just above
+
+            # Python children load the bootstrap as children (no summary line of theirs),
+            # nested in this task through TRACEPARENT.
+            env = run_environment(name, True, start_ns=start_ns)
+            spec = json.loads(env[semconv.ENV_RUN])
+            env[semconv.ENV_RUN] = json.dumps({**spec, "depth": 1}, separators=(",", ":"))
+            env.update(context_env(process_task.span))
+    try:
+        with suppress_instrumentation():
+            proc = subprocess.Popen(cmd, env=env)  # noqa: S603 - the user's command
+    except OSError as exc:
+        _say(f"agent-latency run: {cmd[0]}: {exc.strerror or exc}")
+        return 126
+
+    def forward(signum: int, _frame: object) -> None:
+        try:
+            proc.send_signal(signum)
+        except OSError:
+            pass
+
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None), signal.SIGINT):
+        if sig is not None:
+            try:
+                signal.signal(sig, forward)
+            except (OSError, ValueError):
+                pass
+    code = proc.wait()
     return code if code >= 0 else 128 - code
 
 

@@ -1,7 +1,9 @@
-"""``agent-latency run|simulate|demo|report|whatif``.
+"""``agent-latency run|simulate|demo|report|whatif|compare``.
 
 Each subcommand lives in its own module and takes the rest of the command line, so this file
-only dispatches; ``python -m agent_latency`` is the same program.
+only dispatches; ``python -m agent_latency`` is the same program.  A command that needs an
+optional dependency the installation lacks (the simulator's aiohttp, the HTML page's jinja2,
+an integration's SDK) says in one line which extra installs it, with exit status 2.
 """
 
 from __future__ import annotations
@@ -22,8 +24,34 @@ COMMANDS = {
                 "compare two sets of runs: medians, 95 % intervals, significance"),
 }
 
-USAGE = "usage: agent-latency {" + ",".join(COMMANDS) + "} ...\n\n" + "\n".join(
+USAGE = ("usage: agent-latency COMMAND [OPTIONS...]\n\ncommands:\n" + "\n".join(
     f"  {name:<9} {text}" for name, (_, text) in COMMANDS.items())
+    + "\n\nagent-latency COMMAND --help describes one command.\n\nexamples:\n"
+    "  agent-latency demo\n"
+    "  agent-latency run -- python agent.py\n"
+    "  agent-latency report --tasks")
+
+#: Top-level module of an optional dependency -> the extra that installs it (pyproject.toml's
+#: [project.optional-dependencies]; tests/test_command_line.py checks every extra is here).
+EXTRAS = {
+    "aiohttp": "simulator",
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "google": "google-genai",
+    "litellm": "litellm",
+    "mcp": "mcp",
+    "agents": "agents",
+    "langchain_core": "langchain",
+    "pydantic_ai": "pydantic-ai",
+    "dspy": "dspy",
+    "agno": "agno",
+    "llama_index": "llama-index",
+    "crewai": "crewai",
+    "haystack": "haystack",
+    "rich": "report",
+    "jinja2": "report",
+    "opentelemetry.exporter.prometheus": "prometheus",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,13 +70,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agent-latency: unknown command {args[0]!r} (commands: {', '.join(COMMANDS)}; "
               "see agent-latency --help)", file=sys.stderr)
         return 2
-    module = importlib.import_module(command[0])
     try:
+        module = importlib.import_module(command[0])
         status = int(module.main(args[1:]) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
     except BrokenPipeError:
         return closed_pipe()
+    except ModuleNotFoundError as exc:
+        extra = missing_extra(exc.name)
+        if extra is None:
+            raise  # not an optional dependency: a bug, whose traceback is wanted
+        print(f"agent-latency {args[0]}: needs {extra[0]} (the [{extra[1]}] extra): "
+              f"pip install 'agent-latency[{extra[1]}]'", file=sys.stderr)
+        return 2
     return status
+
+
+def missing_extra(module: str | None) -> tuple[str, str] | None:
+    """``(distribution module, extra)`` for a missing module that an extra of ours installs
+    (``google.genai`` -> ``("google.genai", "google-genai")``); None for any other module."""
+    name = module or ""
+    for prefix, extra in EXTRAS.items():
+        if name == prefix or name.startswith(prefix + "."):
+            # The dotted prefix names the package better than its first part ("google").
+            shown = name if prefix == "google" else prefix
+            return shown, extra
+    return None
 
 
 def closed_pipe() -> int:

@@ -147,6 +147,12 @@ class TestNavAndReference:
                  for p in DOCS.rglob("*.md")}
         assert {page: refs for page, refs in named.items() if refs} == {}
 
+    def test_readme_has_no_relative_links(self):
+        # README.md is the package's description on a package index: a link relative to the
+        # repository leads nowhere there.
+        links = re.findall(r"\]\(([^)]+)\)", (ROOT / "README.md").read_text())
+        assert [link for link in links if not link.startswith(("https://", "http://"))] == []
+
     def test_docs_stand_on_their_own(self):
         # The design notes the docs grew from are not shipped: no page may defer to them.
         pages = [*DOCS.rglob("*.md"), ROOT / "README.md", ROOT / "CONTRIBUTING.md"]

@@ -284,6 +284,9 @@ class TestFunctionCalls:
             time.sleep(0.05)
             return "a.txt"
 
+        # This module's annotations are strings (``from __future__ import annotations``);
+        # google-genai 2.x (the newest on Python 3.10) then leaves the tool uncalled.
+        run_shell.__annotations__ = {"command": str, "return": str}
         client = _client(tool_sim)
         response = client.models.generate_content(
             model="gemini-x", contents="list files",

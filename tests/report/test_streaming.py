@@ -79,8 +79,8 @@ class TestStreaming:
         assert problems == [] and len(tasks) == 400
         # A couple of batch lines (~40 KB each) being parsed and the 400 tasks found (their
         # intervals: ~6 KB each), not the file's 19 MB: reading it whole took more than
-        # its size.
-        assert peak < size / 5, (peak, size)
+        # its size.  (A fifth of it on 3.11+; CPython 3.10's larger objects need 3.9 MB.)
+        assert peak < size / 4, (peak, size)
 
 
 class TestPathologicalLines:

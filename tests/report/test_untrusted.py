@@ -44,7 +44,8 @@ class TestUnencodableNames:
         return write(tmp_path / "t.jsonl", task_spans(SURROGATE))
 
     @pytest.mark.parametrize("args", [("report",), ("report", "--tasks"),
-                                      ("report", "--tasks", "--json"), ("whatif",),
+                                      ("report", "--tasks", "--json"),
+                                      ("whatif", "--persistent-connection"),
                                       ("whatif", "--output-speedup", "2")])
     def test_terminal_commands(self, trace, tmp_path, args):
         result = run_cli(*args, str(trace), cwd=tmp_path, env=_env())

@@ -3,6 +3,7 @@ one LLM call per request the server served, streamed and not, OpenAI and Anthrop
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -73,11 +74,18 @@ def _llm_calls(otel) -> list:
     return [s for s in otel.spans() if semconv.LLM_CLIENT in (s.attributes or {})]
 
 
+# pydantic-ai-slim 2.54, the newest on Python 3.10, calls anthropic 2.x's BetaMessageParam,
+# which is a Union there: a TypeError in pydantic-ai's own code, before any request.
+OLD_ANTHROPIC = pytest.mark.skipif(sys.version_info < (3, 11),
+                                   reason="pydantic-ai on Python 3.10 cannot build Anthropic "
+                                          "requests with anthropic 2.x")
+
+
 class TestFunctionTools:
     """A function tool run is one execute_tool span: name, call id, tool time."""
 
     @pytest.mark.parametrize("stream", [False, True], ids=["run", "run_stream"])
-    @pytest.mark.parametrize("provider", ["openai", "anthropic"])
+    @pytest.mark.parametrize("provider", ["openai", pytest.param("anthropic", marks=OLD_ANTHROPIC)])
     async def test_tool_time_and_one_llm_call_per_request(self, pyd_otel, sim, provider,
                                                            stream):
         served = len(sim.truth)

@@ -36,7 +36,9 @@ class Budget:
 
     ``shares`` add up to ``wall`` (each instant is divided equally among the components
     active at it; instants with nothing active are ``other``).  ``busy`` is each
-    component's plain sum of interval time inside the task and can exceed ``wall``.
+    component's plain sum of interval time inside the task and can exceed ``wall``
+    (parallel work adds up), except that a tool run by another tool counts only where the
+    outer one is not running: nested tools are never counted twice.
     ``other_claims`` are the seconds of ``other`` that gc, imports, lag and cpu claimed, in
     that order; ``other_parts`` split ``shares["other"]`` exactly from them (``OTHER_PARTS``:
     gc, imports, lag, cpu, idle).  ``other_measured`` says the live process measured them
@@ -145,6 +147,7 @@ _PHASE_BITS = {
 # Phases that also claim a part of ``other`` (``client_tail``: lag): a second pair of events.
 _PHASE_PART_BIT = {phase: _PART_BIT[part] for phase, part in PHASE_PART.items()}
 _SINGLE_BITS = tuple(1 << i for i in range(_GC_BIT.bit_length()))
+_TOOL_BIT = _PHASE_BITS["tool"]
 # The component indexes in each bit mask (the parts' bits are no component).
 _MEMBERS = [tuple(i for i in range(len(COMPONENTS)) if m >> i & 1)
             for m in range(_GC_BIT << 1)]
@@ -183,11 +186,19 @@ def split(
 def _events(intervals: Iterable[Interval | tuple[Any, ...]], start_ns: int, end_ns: int,
             busy_ns: dict[int, int]) -> list[tuple[int, int]]:
     """Sweep events (time, +bits when an interval opens, -bits when it closes) of
-    ``intervals`` clipped to ``[start_ns, end_ns]``, their time added to ``busy_ns``."""
+    ``intervals`` clipped to ``[start_ns, end_ns]``, their time added to ``busy_ns``.
+
+    A tool run by a tool (the same ``call``: the outermost tool's id) is busy only where
+    its outer tool is not: each such group adds the union of its intervals, so a process
+    that a function tool started is not counted twice.  Separate tool calls running in
+    parallel still add up.  (A window of :class:`RunningSplit` sees a group whole: the
+    outer tool's span is open, so not folded past, until its nested tools have ended.)
+    """
     bits = _PHASE_BITS
     parts = _PHASE_PART_BIT
     events: list[tuple[int, int]] = []
     append = events.append
+    tool_groups: dict[Any, list[tuple[int, int]]] = {}
     for iv in intervals:
         # Index access: the processor hands plain (start, end, phase, …) tuples too.
         s = iv[0] if iv[0] > start_ns else start_ns
@@ -196,14 +207,35 @@ def _events(intervals: Iterable[Interval | tuple[Any, ...]], start_ns: int, end_
             continue
         phase = iv[2]
         bit = bits.get(phase) or 1 << _INDEX[component_of(phase)]
-        busy_ns[bit] += e - s
+        if phase == "tool" and len(iv) > 3 and iv[3]:  # call 0: not known, never grouped
+            tool_groups.setdefault(iv[3], []).append((s, e))
+        else:
+            busy_ns[bit] += e - s
         append((s, bit))
         append((e, -bit))
         if phase in parts:
             part = parts[phase]
             append((s, part))
             append((e, -part))
+    if tool_groups:
+        busy_ns[_TOOL_BIT] += sum(map(_union_ns, tool_groups.values()))
     return events
+
+
+def _union_ns(spans: list[tuple[int, int]]) -> int:
+    """The time the union of ``spans`` covers."""
+    if len(spans) == 1:
+        return spans[0][1] - spans[0][0]
+    total = 0
+    reach = None
+    for s, e in sorted(spans):
+        if reach is None or s >= reach:
+            total += e - s
+            reach = e
+        elif e > reach:
+            total += e - reach
+            reach = e
+    return total
 
 
 def _sweep(events: list[tuple[int, int]], start_ns: int, end_ns: int,
@@ -364,7 +396,7 @@ class RunningSplit:
     """
 
     __slots__ = ("busy_ns", "by_mask", "cpu", "first_setup", "folded_to", "late_ns",
-                 "pending", "samples", "setup_first_ns", "setup_ns", "start_ns")
+                 "late_tools", "pending", "samples", "setup_first_ns", "setup_ns", "start_ns")
 
     def __init__(self, start_ns: int) -> None:
         self.start_ns = start_ns
@@ -375,6 +407,8 @@ class RunningSplit:
         self.busy_ns = dict.fromkeys(_SINGLE_BITS, 0)
         self.cpu = CpuWindows()
         self.late_ns = 0
+        # Folded parts of late tools, per outermost tool: busy as their union (rare).
+        self.late_tools: dict[Any, list[tuple[int, int]]] = {}
         self.setup_ns = 0  # connection setup, every call
         self.setup_first_ns = 0  # connection setup of the call with the first one
         self.first_setup: tuple[int, Any] | None = None  # (start, call) of the first one
@@ -393,7 +427,11 @@ class RunningSplit:
             e = iv[1] if iv[1] < folded_to else folded_to
             if e > s:  # its folded part: busy, but no longer placeable among the shares
                 self.late_ns += e - s
-                self.busy_ns[_PHASE_BITS.get(iv[2]) or 1 << _INDEX[component_of(iv[2])]] += e - s
+                if iv[2] == "tool" and len(iv) > 3 and iv[3]:
+                    self.late_tools.setdefault(iv[3], []).append((s, e))
+                else:
+                    bit = _PHASE_BITS.get(iv[2]) or 1 << _INDEX[component_of(iv[2])]
+                    self.busy_ns[bit] += e - s
             if iv[1] > folded_to:
                 pending.append((folded_to, *iv[1:]))
 
@@ -461,6 +499,7 @@ class RunningSplit:
         wall_ns = end_ns - self.start_ns
         by_mask = dict(self.by_mask)
         busy_ns = dict(self.busy_ns)
+        busy_ns[_TOOL_BIT] += sum(map(_union_ns, self.late_tools.values()))
         cpu = self.cpu.copy()
         if end_ns >= self.folded_to:
             events = _events(self.pending, self.folded_to, end_ns, busy_ns)

@@ -149,7 +149,7 @@ def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
 
 def main(argv: list[str]) -> int:
     """``agent-latency report``."""
-    parser = OneLineParser(prog=_PROG, description=__doc__,
+    parser = OneLineParser(prog=_PROG, description=_DESCRIPTION, epilog=_EXAMPLES,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_arguments(parser, DEFAULT_FILE)
     parser.add_argument("--tasks", action="store_true",
@@ -201,11 +201,27 @@ def main(argv: list[str]) -> int:
         if args.tasks:
             for task in summary.tasks:
                 assert task.budget is not None  # noqa: S101 - every summarized task has one
-                render_budget(task.name, task.budget)
+                render_budget(task.name, task.budget, trace_id=task.span.trace_id)
     return BAD_INPUT if problems else 0
 
 
 _PROG = "agent-latency report"
+# --help: plain text (the module docstring is for the API reference).
+_DESCRIPTION = """\
+Read stored spans and recompute every task's budget with the same task tree as the live
+processor.  The summary comes first: per task name and across all tasks, the count and
+p50/p95/p99/max of wall time, of each component and of time to first token; per model,
+calls, time to first token and output and prefill tokens/s; the slowest tasks, LLM calls
+and tools, with their trace ids.  --tasks adds each task's budget table, --json writes one
+JSON object instead, --html also writes a page.  With no SOURCE it reads
+.agent-latency/traces.jsonl and its rotated files (traces.jsonl.3 ... .1 first), as one
+stream."""
+_EXAMPLES = """\
+examples:
+  agent-latency report
+  agent-latency report --tasks --since 2h
+  agent-latency report run1/ --html report.html
+  agent-latency report jaeger+http://localhost:16686 --service my-agent --json"""
 
 
 @contextlib.contextmanager

@@ -19,10 +19,15 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``compare`` command line."""
     p = argparse.ArgumentParser(
         prog=_PROG,
+        # The description and epilog are printed as they are: "%" is one percent sign.
         description="Compare two sets of runs of the same tasks (files, directories or "
-                    "backend URLs: see `agent-latency report --help`): per task name and "
-                    "component, the medians, B − A, a 95 %% confidence interval "
-                    "(Hodges-Lehmann / Mann-Whitney) and whether it is significant.")
+                    "backend URLs, as agent-latency report reads them): per task name and "
+                    "component, the medians, B − A, a 95 % confidence interval "
+                    "(Hodges-Lehmann / Mann-Whitney) and whether it is significant.",
+        epilog="examples:\n"
+               "  agent-latency compare before/ after/\n"
+               "  agent-latency compare before/ after/ --task fix-tests --html compare.html",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a", help="the baseline runs")
     p.add_argument("b", help="the runs to compare with the baseline")
     p.add_argument("--task", help="only tasks with this name")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+import textwrap
 from typing import IO, Any
 
 from ..budget import COMPONENTS, OTHER_PARTS, Budget, Projection
@@ -78,11 +80,16 @@ def other_parts_line(budget: Budget) -> str:
     return line
 
 
-def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> None:
-    """Print one task's budget as a table with a bar per component."""
+def render_budget(name: str, budget: Budget, stream: IO[str] | None = None, *,
+                  trace_id: str | None = None) -> None:
+    """Print one task's budget as a table with a bar per component (and the trace id to
+    look it up by, when given)."""
     out = stream or sys.stdout
     console = _console(out)
     title = f"task {_t(name)}: {budget.wall:.3f} s"
+    if trace_id:
+        # A line of its own: an id is never wrapped, nor a table title squeezed around it.
+        title += f"{_TRACE_SEP}trace {_t(trace_id)}"
     if console is None:
         print(title, file=out)
         for label, share, pct, busy in budget_rows(budget):
@@ -97,8 +104,10 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> N
     from rich.table import Table
     from rich.text import Text
 
-    # Text, not a string: rich would read a name's brackets as markup.
-    table = Table(title=Text(title), title_justify="left", show_edge=False)
+    # Text, not a string: rich would read a name's brackets as markup.  The title is printed
+    # on its own, unwrapped: as the table's title it was wrapped to the table's width.
+    console.print(Text(title), soft_wrap=True)
+    table = Table(show_edge=False)
     table.add_column("component")
     table.add_column("share (s)", justify="right")
     table.add_column("% of wall", justify="right")
@@ -108,23 +117,35 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None) -> N
         table.add_row(label, f"{share:.3f}", f"{pct:.1f}", f"{busy:.3f}", _bar(pct))
     console.print(table)
     if line := other_parts_line(budget):
-        console.print(f"  {line}")
+        console.print(Text(f"  {line}"))
     if line := split_line(budget):
-        console.print(f"  {line}", markup=False)
-    console.print(f"  {counts_line(budget)}\n")
+        console.print(Text(f"  {line}"))
+    # Wrapped between items ourselves: rich would break "61 output | tokens" anywhere.
+    for row in wrap_items(counts_line(budget).split(", "), console.width, "  "):
+        console.print(Text(row), soft_wrap=True)
+    console.print()
 
 
 def render_projection(name: str, scenario: str, projection: Projection,
-                      stream: IO[str] | None = None) -> None:
-    """Print one task's recorded and projected wall time."""
+                      stream: IO[str] | None = None, *, trace_id: str | None = None) -> None:
+    """Print one task's recorded and projected wall time (and its trace id, when given)."""
     out = stream or sys.stdout
     saved = projection.saved
-    print(f"task {_t(name)}: {projection.recorded_wall:.3f} s recorded -> "
-          f"{projection.projected_wall:.3f} s with {scenario} "
-          f"({'-' if saved >= 0 else '+'}{abs(saved):.3f} s, "
-          f"{projection.speedup:.2f}x)", file=out)
-    if projection.client_bound:
-        print(f"  {client_bound_line(projection)}", file=out)
+    width = terminal_width()
+    line = (f"task {_t(name)}: {projection.recorded_wall:.3f} s recorded -> "
+            f"{projection.projected_wall:.3f} s with {scenario} "
+            f"({'-' if saved >= 0 else '+'}{abs(saved):.3f} s, {projection.speedup:.2f}x)")
+    if trace_id:
+        trace = f"trace {_t(trace_id)}"
+        fits = len(line) + 2 + len(trace) <= width
+        line += f"  {trace}" if fits else f"\n  {trace}"
+    print(line, file=out)
+    # Said only where the client's pace keeps some of the saving: a change that leaves the
+    # model's speed alone (a persistent connection) loses nothing to it.
+    if projection.client_bound and projection.client_kept >= 0.0005:
+        print(textwrap.fill(client_bound_line(projection), width, initial_indent="  ",
+                            subsequent_indent="  ", break_long_words=False,
+                            break_on_hyphens=False), file=out)
 
 
 def client_bound_line(projection: Projection) -> str:
@@ -186,7 +207,10 @@ def render_summary(summary: Any, source: str, filters: str = "",
              + (f" {filters}" if filters else "") + span), file=out)
     print("\nwall time and its components (s) per task; first token (s) per LLM call",
           file=out)
-    header = f"  {'':<24} {'n':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}"
+    width = terminal_width()
+    # Labels shrink to fit a narrow terminal ("output generation" needs 17); numbers never.
+    lw = max(17, min(24, width - 46))
+    header = f"  {'':<{lw}} {'n':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}"
     groups = [("all tasks", data["all"]), *names.items()] if len(names) > 1 else list(
         names.items())
     for title, group in groups:
@@ -196,40 +220,82 @@ def render_summary(summary: Any, source: str, filters: str = "",
             (LABELS[c], group["components"][c]) for c in COMPONENTS] + [
             ("first token", group["first_token"])]
         for label, st in rows:
-            print(f"  {label:<24} {st['count']:>7,} {_s(st['p50']):>8} {_s(st['p95']):>8} "
-                  f"{_s(st['p99']):>8} {_s(st['max']):>8}", file=out)
+            print(f"  {label[:lw]:<{lw}} {st['count']:>7,} {_s(st['p50']):>8} "
+                  f"{_s(st['p95']):>8} {_s(st['p99']):>8} {_s(st['max']):>8}", file=out)
         if words := split_words(group):
             print(f"  note: {words}", file=out)
     if data["by_model"]:
-        print("\nper model", file=out)
-        print(f"  {'model':<28} {'calls':>7} {'first token p50/p95/p99 (s)':>28} "
-              f"{'output tok/s p50':>17} {'prefill tok/s p50':>18}", file=out)
+        # Model names take what the numbers leave (12 to 28 characters).
+        mw = max(12, min(28, width - 61))
+        print("\nper model (first token in s, speeds in tokens/s, p50)", file=out)
+        print(f"  {'model':<{mw}} {'calls':>7} {'first p50':>9} {'p95':>7} {'p99':>7} "
+              f"{'output':>9} {'prefill':>9}", file=out)
         for model, m in data["by_model"].items():
             ft = m["first_token"]
-            ttft = f"{_s(ft['p50'])}/{_s(ft['p95'])}/{_s(ft['p99'])}"
-            print(f"  {_t(model)[:28]:<28} {m['calls']:>7,} {ttft:>28} "
-                  f"{_rate(m['output_tokens_per_second']['p50']):>17} "
-                  f"{_rate(m['prefill_tokens_per_second']['p50']):>18}", file=out)
+            print(f"  {_t(model)[:mw]:<{mw}} {m['calls']:>7,} {_s(ft['p50']):>9} "
+                  f"{_s(ft['p95']):>7} {_s(ft['p99']):>7} "
+                  f"{_rate(m['output_tokens_per_second']['p50']):>9} "
+                  f"{_rate(m['prefill_tokens_per_second']['p50']):>9}", file=out)
             if words := split_words(m, m["calls"]):
                 print(f"    note: {words}", file=out)
     slowest = data["slowest"]
     if slowest["tasks"]:
         print("\nslowest tasks", file=out)
         for t in slowest["tasks"]:
-            print(f"  {_s(t['wall']):>8} s  {_t(t['task'])[:30]:<30} {t['start']}  "
-                  f"trace {_t(t['trace_id'])}", file=out)
+            _fit(out, width, f"  {_s(t['wall']):>8} s  ", _t(t["task"]), f" {t['start']}",
+                 f"trace {_t(t['trace_id'])}")
     if slowest["llm_calls"]:
         print("\nslowest LLM calls", file=out)
         for c in slowest["llm_calls"]:
-            print(f"  {_s(c['duration']):>8} s  {_t(c['model'])[:24]:<24} first token "
-                  f"{_s(c['first_token']):>6} s  {c['output_tokens']:>6,} out tokens  "
-                  f"task {_t(c['task'])[:20]}  trace {_t(c['trace_id'])}", file=out)
+            _fit(out, width, f"  {_s(c['duration']):>8} s  ", _t(c["model"]),
+                 f" first token {_s(c['first_token']):>6} s  {c['output_tokens']:>6,} out "
+                 f"tokens  task {_t(c['task'])[:20]}", f"trace {_t(c['trace_id'])}")
     if slowest["tools"]:
         print("\nslowest tools", file=out)
         for t in slowest["tools"]:
-            print(f"  {_s(t['duration']):>8} s  {_t(t['tool'])[:30]:<30} "
-                  f"task {_t(t['task'])[:20]}  trace {_t(t['trace_id'])}", file=out)
+            _fit(out, width, f"  {_s(t['duration']):>8} s  ", _t(t["tool"]),
+                 f" task {_t(t['task'])[:20]}", f"trace {_t(t['trace_id'])}")
     print(file=out)
+
+
+#: Between a budget's title and its trace id.
+_TRACE_SEP = "  "
+#: A name column is cut to no fewer characters than this to fit the terminal.
+_NAME_MIN = 12
+_NAME_MAX = 30
+
+
+def wrap_items(items: list[str], width: int, indent: str) -> list[str]:
+    """``items`` joined by ", " into lines of at most ``width`` (an item longer than a line
+    gets one of its own): a line never breaks inside an item."""
+    lines: list[str] = []
+    line = ""
+    for item in items:
+        candidate = f"{line}, {item}" if line else indent + item
+        if line and len(candidate) + 1 > width:  # the comma that ends the line
+            lines.append(line + ",")
+            candidate = indent + item
+        line = candidate
+    return [*lines, line] if line else lines
+
+
+def terminal_width() -> int:
+    """The terminal's width in columns (``COLUMNS`` first); unlimited when the output is
+    not a terminal, so piped output keeps every name whole."""
+    return shutil.get_terminal_size((1_000_000, 24)).columns
+
+
+def _fit(out: IO[str], width: int, head: str, name: str, rest: str, trace: str) -> None:
+    """One row of a slowest list: ``head``, ``name`` in a column cut to fit, ``rest``, then
+    the trace id, which goes on a line of its own rather than be broken by the terminal."""
+    fixed = len(head) + len(rest)
+    column = max(_NAME_MIN, min(_NAME_MAX, width - fixed - 2 - len(trace)))
+    line = f"{head}{name[:column]:<{column}}{rest}"
+    if len(line) + 2 + len(trace) <= width:
+        print(f"{line}  {trace}", file=out)
+    else:
+        print(line, file=out)
+        print(f"{' ' * len(head)}{trace}", file=out)
 
 
 def _count(n: int, noun: str) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
+import textwrap
 from typing import Any
 
-from ..budget import Scenario, project
-from ..budget._whatif import PRESETS
+from ..budget import Projection, Scenario, project
+from ..budget._whatif import PRESETS, preset
 from . import DEFAULT_FILE, TraceFileError, load_tasks, render_projection
 from ._cli import (
     BAD_INPUT,
@@ -73,14 +75,32 @@ def join_signed_values(argv: list[str]) -> list[str]:
     return out
 
 
+_EPILOG = "\n".join([
+    "With no change given, each usual change alone is projected across the tasks, the "
+    "largest",
+    "saving first.",
+    "",
+    "presets:",
+    *(f"  {name}: {text}" for name, (text, _, _) in PRESETS.items()),
+    *(textwrap.fill(note, 88, initial_indent="    - ", subsequent_indent="      ",
+                    break_on_hyphens=False)
+      for _, (_, _, notes) in PRESETS.items() for note in notes),
+    "",
+    "examples:",
+    "  agent-latency whatif",
+    "  agent-latency whatif --output-tps 1000",
+    "  agent-latency whatif --persistent-connection --tool-speedup pytest=2",
+    "  agent-latency whatif --preset latency-first --task fix-tests",
+])
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``whatif`` command line."""
     p = OneLineParser(
         prog=_PROG,
         description="Project each recorded task's wall time under changes, keeping the "
                     "recorded order of work (parallel work is not double-saved).",
-        epilog="Presets: " + "; ".join(f"{name}: {text} ({', '.join(notes)})"
-                                        for name, (text, _, notes) in PRESETS.items()))
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_arguments(p, DEFAULT_FILE)
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="a named set of changes (see below); other options override its "
@@ -136,9 +156,66 @@ def scenario_from(args: argparse.Namespace) -> tuple[Scenario, str]:
             parts.append(f"{label} -{fields[key]:.0%}")
     if fields.get("persistent_connection"):
         parts.append("persistent connection")
-    if tools is not None:
-        parts.append(f"tools ÷ {tools}")
+    if isinstance(tools, dict):
+        parts.extend(f"{name} ÷ {factor:g}" for name, factor in tools.items())
+    elif tools is not None:
+        parts.append(f"tools ÷ {tools:g}")
     return scenario, ", ".join(parts) or "no change"
+
+
+#: With no change given: each of these alone, to show which would help most.
+ONE_CHANGE_EACH: tuple[tuple[str, Scenario], ...] = (
+    ("output tokens/s ×2", Scenario(output_speedup=2.0)),
+    ("prefill tokens/s ×2", Scenario(prefill_speedup=2.0)),
+    ("time to first token -50%", Scenario(ttft_reduction=0.5)),
+    ("network overhead -50%", Scenario(network_reduction=0.5)),
+    ("a persistent connection", Scenario(persistent_connection=True)),
+    ("tools twice as fast", Scenario(tool_speedup=2.0)),
+    *((f"preset {name}", preset(name)) for name in sorted(PRESETS)),
+)
+
+
+def summary_line(described: str, projections: list[Projection]) -> str:
+    """The projections of several tasks in words: total recorded and projected wall time,
+    the saving, and its spread per task."""
+    recorded = sum(p.recorded_wall for p in projections)
+    projected = sum(p.projected_wall for p in projections)
+    return (f"{_count(len(projections))}: {recorded:.3f} s recorded -> {projected:.3f} s with "
+            f"{described} ({_change(recorded, projected)}){_spread(projections)}")
+
+
+def _projected(projections: list[Projection]) -> str:
+    """``0.521 s (-0.341 s, -40%)``, and the spread per task when there are several."""
+    recorded = sum(p.recorded_wall for p in projections)
+    projected = sum(p.projected_wall for p in projections)
+    return f"{projected:.3f} s ({_change(recorded, projected)}){_spread(projections)}"
+
+
+def _spread(projections: list[Projection]) -> str:
+    if len(projections) < 2:
+        return ""
+    changes = sorted(_relative(p.recorded_wall, p.projected_wall) for p in projections)
+    return (f", per task {_pct(changes[0])} to {_pct(changes[-1])}, median "
+            f"{_pct(statistics.median(changes))}")
+
+
+def _count(n: int) -> str:
+    return f"{n:,} task{'' if n == 1 else 's'}"
+
+
+def _relative(recorded: float, projected: float) -> float:
+    return (projected - recorded) / recorded if recorded > 0 else 0.0
+
+
+def _pct(change: float) -> str:
+    return f"{change:+.0%}".replace("+-", "-") if abs(change) >= 0.005 else "±0%"
+
+
+def _change(recorded: float, projected: float) -> str:
+    if abs(projected - recorded) < 0.0005:
+        return "no saving"
+    return (f"{'-' if projected <= recorded else '+'}{abs(projected - recorded):.3f} s, "
+            f"{_pct(_relative(recorded, projected))}")
 
 
 def main(argv: list[str]) -> int:
@@ -173,8 +250,23 @@ def main(argv: list[str]) -> int:
             return fail(_PROG, f"--tool-speedup names {', '.join(map(repr, unknown))}, not a "
                         f"tool of the tasks in {names}; tools seen: "
                         f"{', '.join(sorted(seen)) or 'none'}")
+    if described == "no change" and not args.json:
+        # Nothing asked: each usual change alone, across the tasks, largest saving first.
+        rows = [(label, [project(t.intervals, t.span.start_ns, t.span.end_ns, one)
+                         for t in tasks]) for label, one in ONE_CHANGE_EACH]
+        rows.sort(key=lambda row: sum(p.projected_wall for p in row[1]))
+        recorded = sum(t.budget.wall for t in tasks if t.budget is not None)
+        print(f"{_count(len(tasks))}, {recorded:.3f} s recorded; no change given, so each "
+              "of these alone:")
+        width = max(len(label) for label, _ in rows)
+        for label, projections in rows:
+            print(f"  {label:<{width}}  -> {_projected(projections)}")
+        print(f"(choose changes with the options in {_PROG} --help)")
+        return BAD_INPUT if problems else 0
+    projections = []
     for task in tasks:
         projection = project(task.intervals, task.span.start_ns, task.span.end_ns, scenario)
+        projections.append(projection)
         if args.json:
             print(json.dumps({"task": task.name, "trace_id": task.span.trace_id,
                               "scenario": described,
@@ -184,5 +276,8 @@ def main(argv: list[str]) -> int:
                               "client_bound_calls": projection.client_bound,
                               "client_kept": projection.client_kept}))
         else:
-            render_projection(task.name, described, projection)
+            render_projection(task.name, described, projection,
+                              trace_id=task.span.trace_id)
+    if not args.json:
+        print(f"\nin all, {summary_line(described, projections)}")
     return BAD_INPUT if problems else 0

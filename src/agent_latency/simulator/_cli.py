@@ -18,7 +18,12 @@ def build_parser() -> argparse.ArgumentParser:
     """The simulator's argument parser."""
     p = argparse.ArgumentParser(
         prog=PROG, description="OpenAI-, Anthropic- and Gemini-compatible LLM server with known "
-        "prefill time, sampling speed and network delay, logging the ground truth.")
+        "prefill time, sampling speed and network delay, logging the ground truth.",
+        epilog="examples:\n"
+               "  agent-latency simulate --output-tps 150 --prefill-tps 4000\n"
+               "  agent-latency simulate --port 0 --rtt-ms 40 --truth truth.jsonl\n"
+               "  agent-latency simulate --fault rate_limit:p=0.1 --server-timing",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="listen address (loopback only "
                    "unless --allow-remote)")
     p.add_argument("--port", type=int, default=8000, help="listen port; 0 picks a free one")
@@ -27,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue-ms", type=float, default=0.0, help="fixed queue time per request")
     p.add_argument("--jitter", type=float, default=0.0,
                    help="relative spread of each inter-token gap, e.g. 0.1 = ±10%%")
-    p.add_argument("--tokens-per-chunk", type=int, default=1)
+    p.add_argument("--tokens-per-chunk", type=int, default=1,
+                   help="output tokens per streamed chunk (default 1)")
     p.add_argument("--rtt-ms", type=float, default=0.0,
                    help="network round trip added by a delaying proxy (half each way)")
     p.add_argument("--no-connect-penalty", action="store_true",
