@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -185,6 +186,21 @@ class TestFilters:
         result = cli("report", "--json", str(path.parent))
         assert result.returncode == 0, result.stderr
         assert len(json.loads(result.stdout)["tasks"]) == 12
+
+    @pytest.mark.parametrize("command", ["report", "whatif"])
+    def test_default_source_follows_agent_latency_dir(self, tmp_path, command):
+        """With no SOURCE each command reads where instrument() writes: $AGENT_LATENCY_DIR."""
+        out = tmp_path / "elsewhere"
+        out.mkdir()
+        write_fleet(out / "traces.jsonl")
+        args = {"report": ("report", "--json"),
+                "whatif": ("whatif", "--output-tps", "1000")}[command]
+        env = {**os.environ, "AGENT_LATENCY_DIR": str(out)}
+        result = subprocess.run([sys.executable, "-m", "agent_latency", *args], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=120, env=env)
+        assert result.returncode == 0, result.stderr
+        if command == "report":
+            assert len(json.loads(result.stdout)["tasks"]) == 12
 
 
 class TestWhatIfCommandLine:

@@ -13,7 +13,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
+from ._files import trace_files
 from ._read import TraceFileError
+from ._sources import FILE_FORMATS, is_backend
 from ._text import safe_text
 from ._times import iso_time
 
@@ -108,12 +110,10 @@ def source_paths(sources: list[str], default: str) -> tuple[list[Path], bool]:
     the local default's rotated ``traces.jsonl.N``), oldest rotation first.  Backend URLs
     and format-prefixed files are passed on as they are (strings).
     """
-    from . import trace_files
 
     if not sources:
         return trace_files(default), True
     paths: list[Path] = []
-    from ._sources import FILE_FORMATS, is_backend
 
     for source in sources:
         if is_backend(source) or source.startswith(tuple(f + ":" for f in FILE_FORMATS)):

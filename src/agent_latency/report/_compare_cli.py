@@ -7,8 +7,10 @@ import argparse
 import json
 import sys
 
-from ._cli import add_trace_url_argument, say
+from ._cli import add_trace_url_argument, say, source_paths
 from ._compare import DEFAULT_MIN_EFFECT, compare_tasks, render_comparison
+from ._files import default_file
+from ._load import load_tasks
 from ._read import TraceFileError
 from ._text import replace_unencodable
 
@@ -46,12 +48,10 @@ def main(argv: list[str]) -> int:
     replace_unencodable(sys.stdout)
     sides = []
     for source in (args.a, args.b):
-        from . import DEFAULT_FILE, load_tasks
-        from ._cli import source_paths
 
         try:
             # As `report` reads a SOURCE: a directory's trace files, rotated ones included.
-            paths, _ = source_paths([source], DEFAULT_FILE)
+            paths, _ = source_paths([source], default_file())
             tasks, problems = load_tasks(paths, args.task)
         except TraceFileError as exc:
             say(_PROG, str(exc))

@@ -43,6 +43,7 @@ from ._read import (
     not_json,
 )
 from ._sources import _sniff, check_traces
+from ._summarize import summarize_traces
 from ._summary import Summary, start_order
 from ._times import drop_repeats
 
@@ -134,7 +135,6 @@ def summarize_in_parts(paths: list[Path], workers: int, selection: Any, *, keep:
                        progress: Progress) -> tuple[Summary, list[str], list[str]]:
     """``report.summarize_sources`` for OTLP/JSON lines files (see the module doc): the
     summary, the problems and the notes and warnings, as one process would give them."""
-    from . import summarize_traces
 
     global _job
     reader = _Reader(paths, keep)
@@ -304,7 +304,6 @@ def _byte_counter(job: _Job, number: int) -> Callable[[int], None] | None:
 
 def _summarize_part(number: int) -> _Part:
     """In a worker: summarize the traces wholly inside part ``number``."""
-    from . import summarize_traces
 
     job = _job
     assert job is not None  # noqa: S101 - set before the fork

@@ -41,6 +41,7 @@ from typing import Any
 
 from . import _http
 from ._http import Limits
+from ._keys import BUDGET_KEYS
 from ._read import (
     AttributeFilter,
     StoredSpan,
@@ -119,7 +120,7 @@ def load_source(source: str | Path, task: str | None = None, *,
     """The tasks in ``source`` (optionally only those named ``task``) in start order, and
     the problems met."""
     if keep is None:
-        from . import BUDGET_KEYS as keep
+        keep = BUDGET_KEYS
     problems: list[str] = []
     tasks: list[StoredTask] = []
     for spans in iter_source(source, problems, keep=keep):

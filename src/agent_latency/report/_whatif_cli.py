@@ -12,7 +12,6 @@ from typing import Any
 
 from ..budget import Projection, Scenario, project
 from ..budget._whatif import PRESETS, preset
-from . import DEFAULT_FILE, TraceFileError, load_tasks, render_projection
 from ._cli import (
     BAD_INPUT,
     NOTHING,
@@ -26,6 +25,10 @@ from ._cli import (
     source_paths,
     total_size,
 )
+from ._files import default_file
+from ._load import load_tasks
+from ._read import TraceFileError
+from ._render import render_projection
 from ._text import replace_unencodable
 
 _PROG = "agent-latency whatif"
@@ -101,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Project each recorded task's wall time under changes, keeping the "
                     "recorded order of work (parallel work is not double-saved).",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_source_arguments(p, DEFAULT_FILE)
+    add_source_arguments(p, default_file())
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="a named set of changes (see below); other options override its "
                         "figures")
@@ -227,7 +230,7 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         return fail(_PROG, str(exc))
     try:
-        paths, _ = source_paths(args.sources, DEFAULT_FILE)
+        paths, _ = source_paths(args.sources, default_file())
         notes: list[str] = []
         tasks, problems = load_tasks(paths, keep_going=args.keep_going,
                                      selection=Selection(args),
