@@ -132,3 +132,41 @@ class TestImportGraph:
     def test_detects_a_circle(self) -> None:
         """The check itself finds a two-module loop."""
         assert _circles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+
+
+def _imports_inside_functions_without_a_reason() -> list[str]:
+    """Imports inside functions with no comment on their line or above their block."""
+    found = []
+    for path in sorted((SRC / PACKAGE).rglob("*.py")):
+        lines = path.read_text().splitlines()
+        seen: set[int] = set()
+        for fn in ast.walk(ast.parse("\n".join(lines), str(path))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno in seen:
+                    continue
+                seen.add(node.lineno)
+                i = node.lineno - 1
+                # The block of imports it stands in (blank lines inside it included).
+                j = i
+                while j > 0 and (lines[j - 1].strip().startswith(("import ", "from ", "#"))
+                                 or (not lines[j - 1].strip() and j > 1
+                                     and lines[j - 2].strip().startswith(
+                                         ("import ", "from ", "#")))):
+                    j -= 1
+                    if lines[j].strip().startswith("#"):
+                        break
+                said = "#" in lines[i] or any(lines[k].strip().startswith("#")
+                                               for k in range(j, i))
+                if not said:
+                    found.append(f"{path.relative_to(SRC)}:{node.lineno}: {lines[i].strip()}")
+    return found
+
+
+class TestImportsInsideFunctions:
+    """An import inside a function says why it is there (start-up time, an optional library)."""
+
+    def test_each_says_why(self) -> None:
+        """Every one has a comment on its line or above its block."""
+        assert _imports_inside_functions_without_a_reason() == []

@@ -133,6 +133,7 @@ def main(argv: list[str]) -> int:
               f"extra{'s' if len(missing) > 1 else ''}): pip install 'agent-latency[{extras}]'",
               file=sys.stderr)
         return 2
+    # When the demo runs: the command line starts without the simulator and the report.
     from .budget import Scenario, project
     from .report import load_tasks, render_budget, render_projection
     from .simulator import SimulatorConfig, SimulatorProcess, kernel_delay_unavailable

@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0 if args else 2
     if args[0] in {"-V", "--version"}:
+        # Only for --version: the command line imports a subcommand's module alone.
         from ._version import __version__
 
         print(f"agent-latency {__version__}")

@@ -314,6 +314,7 @@ def _resource() -> Resource:
 
     Precedence: ``OTEL_SERVICE_NAME``, then ``service.name`` in
     ``OTEL_RESOURCE_ATTRIBUTES``, then the default given here."""
+    # Only when a provider is built here.
     from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector
 
     resource = Resource.create()

@@ -96,6 +96,7 @@ def main(argv: list[str]) -> int:
         say(_PROG, f"no tasks in {names}" + (f" {described}" if described else ""))
         return BAD_INPUT if problems else NOTHING
     if args.html:
+        # jinja2 (the [report] extra) only for --html.
         from ._html import write_report_page
 
         # A second read: the summary keeps figures, the page needs each task's intervals.

@@ -66,6 +66,7 @@ def add_trace_url_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _trace_url_arg(text: str) -> str:
+    # jinja2 (the [report] extra) only for --trace-url.
     from ._html import trace_url_template
 
     try:
@@ -219,6 +220,7 @@ class Progress:
 
     def _start(self) -> bool:
         try:
+            # rich only when a progress bar is drawn (a terminal, a long read).
             from rich.console import Console
             from rich.progress import (
                 BarColumn,

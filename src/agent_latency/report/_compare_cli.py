@@ -69,6 +69,7 @@ def main(argv: list[str]) -> int:
             f"{', '.join(sorted(comparison.only_b))})")
         return 2
     if args.html:
+        # jinja2 (the [report] extra) only for --html.
         from ._html import write_compare_page
 
         write_compare_page(args.html, comparison, sides[0], sides[1], args.a, args.b,

@@ -138,6 +138,7 @@ def _optional_fast_loads() -> Callable[[bytes], Any] | None:
     if os.environ.get("AGENT_LATENCY_REPORT_JSON", "").strip().lower() == "stdlib":
         return None
     try:
+        # Optional: the standard library's json is the fallback.
         from orjson import loads
     except ImportError:
         return None

@@ -101,6 +101,7 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None, *,
         if line := other_parts_line(budget):
             print(f"  {line}", file=out)
         return
+    # rich (the [report] extra) only for tables on a terminal.
     from rich.table import Table
     from rich.text import Text
 
@@ -165,6 +166,7 @@ def _bar(pct: float, width: int = 20) -> str:
 
 def _console(out: IO[str]) -> Any:
     try:
+        # rich (the [report] extra) only for tables on a terminal.
         from rich.console import Console
     except ImportError:
         return None

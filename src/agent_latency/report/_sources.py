@@ -197,6 +197,7 @@ def _read_whole(path: Path) -> Any:
 
 
 def _request_type() -> Any:
+    # protobuf only for OTLP/protobuf input.
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
     )
