@@ -155,9 +155,15 @@ system-packages:
 	  else echo "not root: skipping system packages$$missing (their tests skip)"; fi; \
 	fi
 
+# Every part runs even when one fails; the failed ones are listed at the end (and fail make).
+TEST_PARTS := lint typecheck test-current test-legacy test-pythons docs-check
 test: system-packages servers $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed \
       $(FRAMEWORKS)/.test-installed $(PHOENIX)/.test-installed pythons
-	$(MAKE) lint typecheck test-current test-legacy test-pythons docs-check
+	@failed=""; for part in $(TEST_PARTS); do \
+	  echo "== make $$part"; $(MAKE) --no-print-directory $$part || failed="$$failed $$part"; \
+	done; \
+	if [ -n "$$failed" ]; then echo; for part in $$failed; do echo "make test: FAILED: make $$part"; \
+	  done; exit 1; fi; echo "make test: every part passed ($(TEST_PARTS))"
 
 # The core suites on each CPython 3.10-3.13 that pyenv has here (the newest patch release of
 # each), in a venv of its own with [test] (.venv-test-pyX.Y); the version .venv runs is
