@@ -20,6 +20,7 @@ INSTRUMENTORS: dict[str, str] = {
     "litellm": "agent_latency.instrumentation.llm.litellm:LiteLLMInstrumentor",
     "google_genai": "agent_latency.instrumentation.llm.google_genai:GoogleGenAIInstrumentor",
     "requests": "agent_latency.instrumentation.llm.requests:RequestsInstrumentor",
+    "sockets": "agent_latency.instrumentation.llm.sockets:SocketsInstrumentor",
     "subprocess": "agent_latency.instrumentation.tools.subprocess:SubprocessInstrumentor",
     "mcp": "agent_latency.instrumentation.tools.mcp:MCPInstrumentor",
     "openai_agents": "agent_latency.instrumentation.tools.openai_agents:OpenAIAgentsInstrumentor",

@@ -1,0 +1,300 @@
+"""Model requests seen on the wire: ``http.client``, ``urllib.request`` and dspy's bundled
+client (plain sockets) against the simulator, one LLM call per request with the phases of
+every other call, ``traceparent`` at the server, and never a second span for a request a
+higher layer of ours already has."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from machine_load import busy_slack
+
+import agent_latency
+from agent_latency import semconv
+from agent_latency.instrumentation.llm.sockets import SocketsInstrumentor, endpoint_of
+from agent_latency.simulator import SimulatorConfig, SimulatorProcess
+
+# dspy's adapter reads its fields from the answer.
+DSPY_ANSWER = "[[ ## answer ## ]]\n42\n\n[[ ## completed ## ]]"
+# Slow enough that prefill and output generation are tens of milliseconds each.
+RATES = SimulatorConfig(prefill_tps=2000.0, output_tps=200.0, default_output_tokens=20,
+                        script={"models": {"dspy-q": [{"content": DSPY_ANSWER}]}})
+MESSAGES = [{"role": "user", "content": "hello " * 200}]
+CHAT = {"model": "sim-q", "messages": MESSAGES, "max_tokens": 20}
+
+
+@pytest.fixture(scope="module")
+def wire_sim() -> Iterator[SimulatorProcess]:
+    with SimulatorProcess(RATES) as server:
+        yield server
+
+
+@pytest.fixture(scope="module", autouse=True)
+def wire_instrumented() -> Iterator[None]:
+    instrumentor = SocketsInstrumentor()
+    instrumentor.instrument()
+    yield
+    instrumentor.uninstrument()
+
+
+def _calls(otel: Any) -> list[Any]:
+    return sorted((s for s in otel.spans() if semconv.LLM_CLIENT in s.attributes),
+                  key=lambda s: s.start_time)
+
+
+def _truth(sim: SimulatorProcess, span: Any) -> dict[str, Any]:
+    # (a record lands just after the response's last byte)
+    request_id = span.attributes[semconv.LLM_SERVER_REQUEST_ID]
+    deadline = time.monotonic() + 5.0
+    while True:
+        found = [t for t in sim.truth if t["request_id"] == request_id]
+        if found or time.monotonic() > deadline:
+            (record,) = found
+            return record
+        time.sleep(0.005)
+
+
+def _served(sim: SimulatorProcess, count: int) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 5.0
+    while len(sim.truth) < count and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return sim.truth
+
+
+def _near(seen: float, truth: float) -> bool:
+    return abs(seen - truth) <= max(0.010, 0.05 * truth) + busy_slack()
+
+
+def check_phases(sim: SimulatorProcess, span: Any, *, streamed: bool = True) -> None:
+    """Phases add up; streamed, prefill and output generation are the server's within
+    max(10 ms, 5 %); the server saw this span's ``traceparent``."""
+    a = span.attributes
+    total = sum(a[attr] for attr, _, _ in semconv.LLM_PHASES)
+    assert total == pytest.approx((span.end_time - span.start_time) / 1e9, abs=2e-6)
+    truth = _truth(sim, span)
+    assert truth["traceparent"].split("-")[1] == format(span.context.trace_id, "032x")
+    assert truth["traceparent"].split("-")[2] == format(span.context.span_id, "016x")
+    if streamed:
+        prefill = truth["first_token_at_mono"] - truth["started_at_mono"]
+        output = truth["last_token_at_mono"] - truth["first_token_at_mono"]
+        seen = {k: v for k, v in a.items() if k.startswith("agent_latency.llm.")}
+        assert a[semconv.LLM_TIMING_SOURCE] == semconv.SOURCE_MEASURED
+        assert _near(a[semconv.LLM_PREFILL], prefill), (prefill, seen)
+        assert _near(a[semconv.LLM_OUTPUT_GENERATION], output), (output, seen)
+
+
+def _post(sim: SimulatorProcess, path: str, body: dict[str, Any],
+          conn: http.client.HTTPConnection | None = None) -> bytes:
+    own = conn is None
+    conn = conn or http.client.HTTPConnection("127.0.0.1", sim.port, timeout=30)
+    conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
+    response = conn.getresponse()
+    data = response.read()
+    assert response.status == 200, data
+    if own:
+        conn.close()
+    return data
+
+
+class TestHttpClient:
+    """``http.client`` POSTs to the chat endpoint: one call each, streamed or not."""
+
+    def test_not_streamed(self, otel, wire_sim) -> None:
+        data = json.loads(_post(wire_sim, "/v1/chat/completions", CHAT))
+        (span,) = _calls(otel)
+        a = span.attributes
+        assert span.name == "chat sim-q"
+        assert a[semconv.GEN_AI_PROVIDER_NAME] == "openai"
+        assert a[semconv.GEN_AI_REQUEST_MAX_TOKENS] == 20
+        assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == data["usage"]["completion_tokens"]
+        assert a[semconv.GEN_AI_USAGE_INPUT_TOKENS] == data["usage"]["prompt_tokens"]
+        assert a[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == (data["choices"][0]["finish_reason"],)
+        assert a[semconv.LLM_STREAMING] is False
+        assert a[semconv.LLM_CONNECTION_REUSED] is False
+        assert a[semconv.LLM_CONNECT] > 0
+        assert a[semconv.LLM_RTT_SOURCE] == semconv.RTT_SOURCE_TCP_INFO
+        check_phases(wire_sim, span, streamed=False)
+        truth = _truth(wire_sim, span)
+        server = truth["last_token_at_mono"] - truth["started_at_mono"]
+        assert _near(a[semconv.LLM_PREFILL] + a[semconv.LLM_OUTPUT_GENERATION], server)
+
+    def test_streamed(self, otel, wire_sim) -> None:
+        body = {**CHAT, "stream": True, "stream_options": {"include_usage": True}}
+        raw = _post(wire_sim, "/v1/chat/completions", body)
+        assert raw.rstrip().endswith(b"data: [DONE]")
+        (span,) = _calls(otel)
+        a = span.attributes
+        assert a[semconv.LLM_STREAMING] is True
+        assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 20
+        assert a[semconv.GEN_AI_RESPONSE_MODEL] == "sim-q"
+        assert a[semconv.LLM_CHUNKS] >= 20
+        check_phases(wire_sim, span)
+
+    def test_a_pooled_connection(self, otel, wire_sim) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", wire_sim.port, timeout=30)
+        served = len(wire_sim.truth)
+        with agent_latency.task("pooled"):
+            for _ in range(3):
+                _post(wire_sim, "/v1/chat/completions", {**CHAT, "stream": True}, conn)
+        conn.close()
+        calls = _calls(otel)
+        assert [s.attributes[semconv.LLM_CONNECTION_REUSED] for s in calls] == [
+            False, True, True]
+        for span in calls:
+            check_phases(wire_sim, span)
+        task = otel.span("invoke_agent pooled").attributes
+        served = len(_served(wire_sim, served + 3)) - served
+        assert task[semconv.budget_count("llm_calls")] == served == 3
+
+    def test_anthropic_messages(self, otel, wire_sim) -> None:
+        body = {"model": "claude-sim", "max_tokens": 20, "messages": MESSAGES, "stream": True}
+        _post(wire_sim, "/v1/messages", body)
+        (span,) = _calls(otel)
+        a = span.attributes
+        assert span.name == "chat claude-sim"
+        assert a[semconv.GEN_AI_PROVIDER_NAME] == "anthropic"
+        assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 20
+        assert a[semconv.GEN_AI_USAGE_INPUT_TOKENS] > 0
+        check_phases(wire_sim, span)
+
+    def test_gemini_stream(self, otel, wire_sim) -> None:
+        body = {"contents": [{"role": "user", "parts": [{"text": "hello " * 200}]}],
+                "generationConfig": {"maxOutputTokens": 20}}
+        _post(wire_sim, "/v1beta/models/gemini-sim:streamGenerateContent?alt=sse", body)
+        (span,) = _calls(otel)
+        a = span.attributes
+        assert span.name == "chat gemini-sim"
+        assert a[semconv.GEN_AI_PROVIDER_NAME] == "gcp.gemini"
+        assert a[semconv.GEN_AI_REQUEST_MAX_TOKENS] == 20
+        assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 20
+        check_phases(wire_sim, span)
+
+    def test_error_status(self, otel, wire_sim) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", wire_sim.port, timeout=30)
+        conn.request("POST", "/v1/chat/completions", json.dumps({"messages": "nope"}))
+        response = conn.getresponse()
+        response.read()
+        conn.close()
+        assert response.status >= 400
+        (span,) = _calls(otel)
+        assert span.attributes[semconv.ERROR_TYPE] == "HTTPStatusError"
+
+    def test_other_requests_are_not_calls(self, otel, wire_sim) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", wire_sim.port, timeout=30)
+        conn.request("GET", "/v1/models")
+        conn.getresponse().read()
+        conn.request("POST", "/v1/other", "{}")
+        conn.getresponse().read()
+        conn.close()
+        assert _calls(otel) == []
+
+
+class TestUrllib:
+    """``urllib.request.urlopen`` to the chat endpoint: one call each, streamed or not."""
+
+    def _open(self, sim: SimulatorProcess, body: dict[str, Any]) -> list[bytes]:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{sim.port}/v1/chat/completions",
+            data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return list(response)
+
+    def test_not_streamed(self, otel, wire_sim) -> None:
+        lines = self._open(wire_sim, CHAT)
+        assert json.loads(b"".join(lines))["usage"]["completion_tokens"] == 20
+        (span,) = _calls(otel)
+        assert span.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 20
+        check_phases(wire_sim, span, streamed=False)
+
+    def test_streamed(self, otel, wire_sim) -> None:
+        lines = self._open(wire_sim, {**CHAT, "stream": True})
+        assert lines[-2].strip() == b"data: [DONE]"
+        (span,) = _calls(otel)
+        assert span.attributes[semconv.LLM_STREAMING] is True
+        check_phases(wire_sim, span)
+
+
+class TestOneSpanPerRequest:
+    """A request a higher layer of ours has (the openai SDK's) is not seen again here."""
+
+    def test_openai_sdk(self, otel, wire_sim) -> None:
+        openai = pytest.importorskip("openai")
+        client = openai.OpenAI(base_url=wire_sim.base_url + "/v1", api_key="sk-test")
+        served = len(wire_sim.truth)
+        with agent_latency.task("sdk"):
+            for _ in client.chat.completions.create(model="sim-q", messages=MESSAGES,
+                                                    max_tokens=5, stream=True):
+                pass
+            client.chat.completions.create(model="sim-q", messages=MESSAGES, max_tokens=5)
+        calls = _calls(otel)
+        assert len(calls) == len(_served(wire_sim, served + 2)) - served == 2
+        task = otel.span("invoke_agent sdk").attributes
+        assert task[semconv.budget_count("llm_calls")] == 2
+
+
+class TestEndpoints:
+    """Which paths are model requests."""
+
+    @pytest.mark.parametrize(("path", "operation", "model", "streams"), [
+        ("/v1/chat/completions", "chat", "", False),
+        ("/openai/deployments/x/chat/completions", "chat", "", False),
+        ("/v1/completions", "text_completion", "", False),
+        ("/v1/embeddings", "embeddings", "", False),
+        ("/v1/responses", "chat", "", False),
+        ("/v1/messages", "chat", "", False),
+        ("/v1beta/models/gemini-2.5-flash:generateContent", "chat", "gemini-2.5-flash", False),
+        ("/v1/projects/p/locations/l/publishers/google/models/g:streamGenerateContent",
+         "chat", "g", True),
+    ])
+    def test_known(self, path: str, operation: str, model: str, streams: bool) -> None:
+        endpoint, seen_model, seen_streams = endpoint_of(path) or (None, None, None)
+        assert endpoint is not None and endpoint.operation == operation
+        assert (seen_model, seen_streams) == (model, streams)
+
+    @pytest.mark.parametrize("path", ["/v1/models", "/v1/traces", "/v1/other",
+                                      "/v1beta/models/x:countTokens", "/"])
+    def test_unknown(self, path: str) -> None:
+        assert endpoint_of(path) is None
+
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from the internet
+
+
+class TestDSPyDefaultEngine:
+    """dspy's default engine (its bundled client on plain sockets): one LLM call per
+    request the server served, with phases and ``traceparent``."""
+
+    def test_predict(self, otel, wire_sim, monkeypatch) -> None:
+        dspy = pytest.importorskip("dspy")
+        from agent_latency.instrumentation.llm import sockets
+
+        # Which calls this layer ended (the openai SDK's layer is instrumented too: dspy's
+        # default engine must not go through it).
+        ended: list[object] = []
+        response_end = sockets.WireCall.response_end
+
+        def counted(self: Any, t: float, error: BaseException | None) -> None:
+            ended.append(self)
+            response_end(self, t, error)
+
+        monkeypatch.setattr(sockets.WireCall, "response_end", counted)
+        lm = dspy.LM("openai/dspy-q", api_base=wire_sim.base_url + "/v1", api_key="sk-test",
+                     cache=False, max_tokens=20)
+        served = len(wire_sim.truth)
+        with dspy.context(lm=lm), agent_latency.task("dspy"):
+            for _ in range(2):
+                dspy.Predict("question -> answer")(question="What is the answer?")
+        truth = _served(wire_sim, served + 2)[served:]
+        calls = _calls(otel)
+        assert len(calls) == len(truth) == len(ended) == 2
+        for span in calls:
+            check_phases(wire_sim, span, streamed=span.attributes[semconv.LLM_STREAMING])
+        task = otel.span("invoke_agent dspy").attributes
+        assert task[semconv.budget_count("llm_calls")] == len(truth)
