@@ -330,6 +330,11 @@ def _read_events(call: LLMCall, first: bytes | None, tail: deque[bytes]) -> None
                 pass
 
 
+def accepts(path: str) -> bool:
+    """Whether a request path is a model endpoint's (asked for every POST written)."""
+    return endpoint_of(path) is not None
+
+
 def recogniser(settings: Settings) -> Any:
     """The network layer's recogniser: a request to a model endpoint becomes a call."""
 
@@ -359,7 +364,7 @@ class SocketsInstrumentor(LLMInstrumentor):
 
     def _instrument(self, **kwargs: Any) -> None:
         self._settings = settings = Settings.from_instrument_kwargs(kwargs)
-        recognise_with(recogniser(settings))
+        recognise_with(recogniser(settings), accepts)
         exchanges_patch.acquire()
 
     def _uninstrument(self, **kwargs: Any) -> None:
@@ -371,4 +376,4 @@ class SocketsInstrumentor(LLMInstrumentor):
         return []
 
 
-__all__ = ["COMPLETIONS", "SocketsInstrumentor", "WireCall", "endpoint_of", "recogniser"]
+__all__ = ["COMPLETIONS", "SocketsInstrumentor", "WireCall", "accepts", "endpoint_of", "recogniser"]

@@ -86,7 +86,11 @@ class Observer(Protocol):
 
 #: ``recognise(request) -> Observer | None``.
 Recogniser = Callable[[Request], "Observer | None"]
+#: ``accepts(path) -> bool``: whether a request to this path may be one to recognise (asked
+#: first, before the headers are read).
+Accepts = Callable[[str], bool]
 _recogniser: Recogniser | None = None
+_accepts: Accepts | None = None
 
 
 class ResponseCut(ConnectionError):
@@ -263,6 +267,7 @@ class Exchange:
 _exchanges: dict[int, Exchange] = {}  # by id() of the socket
 _watched_classes: dict[type, type] = {}
 _orig: dict[str, Any] = {}
+_wrappers: dict[str, Any] = {}
 
 
 def release(sock: Any) -> None:
@@ -277,10 +282,9 @@ def release(sock: Any) -> None:
 
 def _true_sendall(base: type) -> Any:
     method = getattr(base, "sendall", None)
-    if method is _sendall:
-        return _orig["socket.sendall"]
-    if method is _ssl_sendall:
-        return _orig["ssl.sendall"]
+    for key in ("socket.sendall", "ssl.sendall"):
+        if method is _wrappers.get(key):
+            return _orig[key]
     return method
 
 
@@ -291,19 +295,19 @@ def _watched_class(base: type[socket.socket]) -> type:
     real_sendall = _true_sendall(base)
     real_recv, real_recv_into, real_close = base.recv, base.recv_into, base.close
 
-    def sendall(self: Any, data: Any, *args: Any) -> Any:
+    def sendall(self: Any, data: Any, flags: int = 0) -> Any:
         exchange = _exchanges.get(id(self))
         if exchange is None:
-            return real_sendall(self, data, *args)
+            return real_sendall(self, data, flags)
         if exchange.sent or _is_post(data):
             # A new request on the connection (the last response was not read to its end).
             exchange.end(perf_counter(), ResponseCut("a new request was written"))
-            return _sendall_new(self, data, args, real_sendall)
+            return _sendall_new(self, data, flags, real_sendall)
         try:
             exchange.wrote(data)
         except Exception:  # noqa: BLE001
             internal_error("wire.write")
-        result = real_sendall(self, data, *args)
+        result = real_sendall(self, data, flags)
         exchange.request_written(perf_counter())
         return result
 
@@ -372,23 +376,27 @@ def _server(sock: Any, headers: dict[str, str], secure: bool) -> tuple[str, int]
 def _recognise(sock: Any, data: Any) -> tuple[Exchange, bytes] | None:
     """The exchange for a request head in ``data`` when the recogniser takes it, with the
     bytes to write in its place."""
-    recogniser = _recogniser
-    if recogniser is None:
+    recogniser, accepts = _recogniser, _accepts
+    if recogniser is None or accepts is None:
         return None
     raw = data if isinstance(data, bytes) else bytes(data)
+    line_end = raw.find(b"\r\n", 0, _HEAD_CAP)
+    parts = raw[:line_end].split(b" ") if line_end > 0 else ()
+    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+        return None
+    target = parts[1].decode("latin-1")
+    if not accepts(target.partition("?")[0]):
+        return None
     end = raw.find(b"\r\n\r\n", 0, _HEAD_CAP)
     if end < 0:
         return None
     lines = raw[:end].split(b"\r\n")
-    parts = lines[0].split(b" ")
-    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
-        return None
     headers = _parse_headers(lines[1:])
     secure = isinstance(sock, ssl.SSLSocket)
     host, port = _server(sock, headers, secure)
     t = perf_counter()
     setup = take_setup(sock)
-    request = Request("POST", parts[1].decode("latin-1"), headers, host, port, secure,
+    request = Request("POST", target, headers, host, port, secure,
                       setup.t_start if setup is not None else t)
     observer = recogniser(request)
     if observer is None:
@@ -420,7 +428,7 @@ def _recognise(sock: Any, data: Any) -> tuple[Exchange, bytes] | None:
     return exchange, out
 
 
-def _sendall_new(sock: Any, data: Any, args: tuple[Any, ...], real: Any) -> Any:
+def _sendall_new(sock: Any, data: Any, flags: int, real: Any) -> Any:
     """A POST written on a socket with no exchange: recognised, or passed on."""
     found = None
     try:
@@ -428,7 +436,7 @@ def _sendall_new(sock: Any, data: Any, args: tuple[Any, ...], real: Any) -> Any:
     except Exception:  # noqa: BLE001
         internal_error("wire.recognise")
     if found is None:
-        return real(sock, data, *args)
+        return real(sock, data, flags)
     exchange, out = found
     try:
         if len(_exchanges) >= _IN_FLIGHT_CAP:
@@ -441,7 +449,7 @@ def _sendall_new(sock: Any, data: Any, args: tuple[Any, ...], real: Any) -> Any:
         _exchanges.pop(id(sock), None)
     exchange.attempt.send_started(perf_counter())
     try:
-        result = real(sock, out, *args)
+        result = real(sock, out, flags)
     except BaseException as exc:
         exchange.end(perf_counter(), exc)
         raise
@@ -449,36 +457,43 @@ def _sendall_new(sock: Any, data: Any, args: tuple[Any, ...], real: Any) -> Any:
     return result
 
 
-def _sendall(self: Any, data: Any, *args: Any) -> Any:
-    # Per write on every socket: one slice and a compare unless it is a POST.
-    try:
-        post = data[:5] == b"POST "
-    except Exception:  # noqa: BLE001 - sendall itself refuses it below
-        post = False
-    if not post or _current() is not None:
-        return _orig["socket.sendall"](self, data, *args)
-    return _sendall_new(self, data, args, _orig["socket.sendall"])
+def _plain_wrapper(real: Any) -> Any:
+    def sendall(self: Any, data: Any, flags: int = 0) -> Any:
+        # Per write on every socket: one slice and a compare, unless it is a POST.
+        try:
+            post = data[:5] == b"POST "
+        except Exception:  # noqa: BLE001 - sendall itself refuses it below
+            post = False
+        if not post or _current() is not None:
+            return real(self, data, flags)
+        return _sendall_new(self, data, flags, real)
+
+    return sendall
 
 
-def _ssl_sendall(self: Any, data: Any, *args: Any) -> Any:
-    try:
-        post = data[:5] == b"POST "
-    except Exception:  # noqa: BLE001 - sendall itself refuses it below
-        post = False
-    if not post or _current() is not None or self._sslobj is None:
-        # (without TLS yet, SSLSocket.sendall is the plain one: recognised there)
-        return _orig["ssl.sendall"](self, data, *args)
-    return _sendall_new(self, data, args, _orig["ssl.sendall"])
+def _ssl_wrapper(real: Any) -> Any:
+    def sendall(self: Any, data: Any, flags: int = 0) -> Any:
+        try:
+            post = data[:5] == b"POST "
+        except Exception:  # noqa: BLE001 - sendall itself refuses it below
+            post = False
+        if not post or _current() is not None or self._sslobj is None:
+            # (without TLS yet, SSLSocket.sendall is the plain one: recognised there)
+            return real(self, data, flags)
+        return _sendall_new(self, data, flags, real)
+
+    return sendall
 
 
 _current = CURRENT.get
 
 
 def _apply() -> None:
-    _orig["socket.sendall"] = socket.socket.sendall
-    _orig["ssl.sendall"] = ssl.SSLSocket.sendall
-    socket.socket.sendall = _sendall  # type: ignore[method-assign]
-    ssl.SSLSocket.sendall = _ssl_sendall  # type: ignore[method-assign, assignment]
+    for key, owner, make in (("socket.sendall", socket.socket, _plain_wrapper),
+                             ("ssl.sendall", ssl.SSLSocket, _ssl_wrapper)):
+        _orig[key] = owner.sendall
+        _wrappers[key] = wrapper = make(owner.sendall)
+        owner.sendall = wrapper  # type: ignore[method-assign]
     sockets_patch.acquire()
     want_setups(True)
 
@@ -486,11 +501,13 @@ def _apply() -> None:
 def _remove() -> None:
     want_setups(False)
     sockets_patch.release()
-    # socket.socket.sendall is inherited from _socket.socket: its own entry goes.
-    if socket.socket.__dict__.get("sendall") is _sendall:
-        del socket.socket.sendall
-    if ssl.SSLSocket.__dict__.get("sendall") is _ssl_sendall:
-        ssl.SSLSocket.sendall = _orig["ssl.sendall"]  # type: ignore[method-assign]
+    for key, owner in (("socket.sendall", socket.socket), ("ssl.sendall", ssl.SSLSocket)):
+        if owner.__dict__.get("sendall") is _wrappers.get(key):
+            if key == "socket.sendall":
+                # inherited from _socket.socket: the class's own entry goes
+                delattr(owner, "sendall")
+            else:
+                owner.sendall = _orig[key]  # type: ignore[method-assign]
     for exchange in list(_exchanges.values()):
         exchange.end(perf_counter(), None)
 
@@ -499,8 +516,8 @@ def _remove() -> None:
 PATCH = SharedPatch(_apply, _remove)
 
 
-def recognise_with(recogniser: Recogniser | None) -> None:
-    """Show each POST written while no owner is current to ``recogniser`` (None: to
-    nobody)."""
-    global _recogniser
-    _recogniser = recogniser
+def recognise_with(recogniser: Recogniser | None, accepts: Accepts | None = None) -> None:
+    """Show each POST written while no owner is current, whose path ``accepts`` takes, to
+    ``recogniser`` (None: to nobody)."""
+    global _recogniser, _accepts
+    _recogniser, _accepts = recogniser, accepts

@@ -145,8 +145,11 @@ def take_setup(sock: Any) -> Setup | None:
         return None
     if setup is None:
         return None
-    if setup.segs_out is not None and data_segs_out(sock) != setup.segs_out:
-        return None  # another request went first: the connection is not new for this one
+    # Data sent since the setup ended (none for a plain TCP connect; a TLS handshake's own,
+    # counted when it ended): another request went first, the connection is not new here.
+    sent = data_segs_out(sock)
+    if sent is not None and sent != (setup.segs_out or 0):
+        return None
     return setup
 
 
@@ -164,7 +167,6 @@ def _connected(sock: Any, t_start: float) -> None:
         dns, t_start = lookup[1] - lookup[0], lookup[0]
     connect = now - t_start - dns
     setup = Setup(t_start, dns, connect)
-    setup.segs_out = data_segs_out(sock)
     if len(_setups) > _SETUPS_CAP:
         _setups.clear()
     try:
