@@ -298,3 +298,54 @@ class TestDSPyDefaultEngine:
             check_phases(wire_sim, span, streamed=span.attributes[semconv.LLM_STREAMING])
         task = otel.span("invoke_agent dspy").attributes
         assert task[semconv.budget_count("llm_calls")] == len(truth)
+
+
+async def _asyncio_post(sim: SimulatorProcess, path: str, body: dict[str, Any]) -> bytes:
+    """An HTTP/1.1 POST written by hand on ``asyncio`` streams, head and body apart."""
+    import asyncio
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", sim.port)
+    payload = json.dumps(body).encode()
+    writer.write(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{sim.port}\r\n"
+                 f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+                 "Connection: close\r\n\r\n".encode())
+    writer.write(payload)
+    data = await reader.read()
+    writer.close()
+    await writer.wait_closed()
+    return data
+
+
+class TestAsyncio:
+    """A request written on ``asyncio`` streams: one call, streamed or not."""
+
+    async def test_streamed(self, otel, wire_sim) -> None:
+        raw = await _asyncio_post(wire_sim, "/v1/chat/completions",
+                                  {**CHAT, "stream": True,
+                                   "stream_options": {"include_usage": True}})
+        assert b"data: [DONE]" in raw
+        (span,) = _calls(otel)
+        assert span.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 20
+        assert span.attributes[semconv.LLM_CONNECTION_REUSED] is False
+        check_phases(wire_sim, span)
+
+    async def test_not_streamed(self, otel, wire_sim) -> None:
+        raw = await _asyncio_post(wire_sim, "/v1/chat/completions", CHAT)
+        assert raw.startswith(b"HTTP/1.1 200")
+        (span,) = _calls(otel)
+        assert span.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 20
+        check_phases(wire_sim, span, streamed=False)
+
+    async def test_dspy_async(self, otel, wire_sim) -> None:
+        dspy = pytest.importorskip("dspy")
+        lm = dspy.LM("openai/dspy-q", api_base=wire_sim.base_url + "/v1", api_key="sk-test",
+                     cache=False, max_tokens=20)
+        served = len(wire_sim.truth)
+        with dspy.context(lm=lm), agent_latency.task("adspy"):
+            await dspy.Predict("question -> answer").acall(question="What is the answer?")
+        truth = _served(wire_sim, served + 1)[served:]
+        calls = _calls(otel)
+        assert len(calls) == len(truth) == 1
+        check_phases(wire_sim, calls[0], streamed=calls[0].attributes[semconv.LLM_STREAMING])
+        task = otel.span("invoke_agent adspy").attributes
+        assert task[semconv.budget_count("llm_calls")] == 1

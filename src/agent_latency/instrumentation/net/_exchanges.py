@@ -17,12 +17,18 @@ back off it: the wire as seen by clients that no higher layer sees (``http.clien
   chunked body, or a body that ends with the connection) and handed to the recogniser's
   :class:`Observer` as de-chunked bytes with the time the read returned.
 
-Only ``sendall`` is seen: a client that writes its request with ``send`` (the event loop's
-transports) is not recognised here.
+- The event loop's transports (``asyncio`` streams and protocols, plain and TLS): their
+  ``write`` is patched the same way; a recognised request's protocol object gets its own
+  ``data_received`` and ``connection_lost`` (on that one object) until the response ends.
+  A buffered protocol (``asyncio.BufferedProtocol``) is not watched.
+
+A client that writes its request with ``send`` on a plain socket (not ``sendall``) is not
+recognised.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 from collections.abc import Callable
@@ -111,14 +117,18 @@ _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILER, _UNTIL_CLOSE, _D
 
 
 class Exchange:
-    """One request and its response on one socket."""
+    """One request and its response on one connection (a socket, or an event loop's
+    transport)."""
 
-    __slots__ = ("attempt", "body", "body_left", "chunk_left", "cls", "observer", "pending",
-                 "sent", "sock", "state")
+    __slots__ = ("attempt", "body", "body_left", "chunk_left", "holder", "observer", "pending",
+                 "saved", "sent", "state", "undo")
 
-    def __init__(self, sock: Any, cls: type, observer: Observer, attempt: Attempt) -> None:
-        self.sock = sock
-        self.cls = cls  # the socket's own class, put back at the end
+    def __init__(self, observer: Observer, attempt: Attempt) -> None:
+        # What carries it (the socket or the transport, its key in ``_exchanges``), how it is
+        # let go at the end (``undo(exchange)``) and what that puts back.
+        self.holder: Any = None
+        self.undo: Callable[[Exchange], None] | None = None
+        self.saved: Any = None
         self.observer = observer
         self.attempt = attempt
         self.body: list[bytes] | None = []
@@ -250,7 +260,15 @@ class Exchange:
         if self.state == _DONE:
             return
         self.state = _DONE
-        release(self.sock)
+        if _exchanges.get(id(self.holder)) is self:
+            del _exchanges[id(self.holder)]
+        undo, self.undo = self.undo, None
+        if undo is not None:
+            try:
+                undo(self)
+            except Exception:  # noqa: BLE001
+                internal_error("wire.release")
+        self.holder = self.saved = None
         attempt = self.attempt
         attempt.t_body_done = attempt.t_received = t
         if attempt.t_return is None:
@@ -270,14 +288,11 @@ _orig: dict[str, Any] = {}
 _wrappers: dict[str, Any] = {}
 
 
-def release(sock: Any) -> None:
-    """Stop watching ``sock`` (its class put back)."""
-    exchange = _exchanges.pop(id(sock), None)
-    if exchange is not None and type(sock) is not exchange.cls:
-        try:
-            sock.__class__ = exchange.cls
-        except TypeError:
-            internal_error("wire.release")
+def _unwatch_socket(exchange: Exchange) -> None:
+    """The socket's own class put back."""
+    sock, cls = exchange.holder, exchange.saved
+    if sock is not None and cls is not None and type(sock) is not cls:
+        sock.__class__ = cls
 
 
 def _true_sendall(base: type) -> Any:
@@ -373,7 +388,7 @@ def _server(sock: Any, headers: dict[str, str], secure: bool) -> tuple[str, int]
         return "", default
 
 
-def _recognise(sock: Any, data: Any) -> tuple[Exchange, bytes] | None:
+def _recognise(sock: Any, data: Any, secure: bool) -> tuple[Exchange, bytes] | None:
     """The exchange for a request head in ``data`` when the recogniser takes it, with the
     bytes to write in its place."""
     recogniser, accepts = _recogniser, _accepts
@@ -392,7 +407,6 @@ def _recognise(sock: Any, data: Any) -> tuple[Exchange, bytes] | None:
         return None
     lines = raw[:end].split(b"\r\n")
     headers = _parse_headers(lines[1:])
-    secure = isinstance(sock, ssl.SSLSocket)
     host, port = _server(sock, headers, secure)
     t = perf_counter()
     setup = take_setup(sock)
@@ -409,7 +423,7 @@ def _recognise(sock: Any, data: Any) -> tuple[Exchange, bytes] | None:
         attempt.reused = False
         attempt.dns, attempt.connect, attempt.tls = setup.dns, setup.connect, setup.tls
     observer.add_attempt(attempt)
-    exchange = Exchange(sock, type(sock), observer, attempt)
+    exchange = Exchange(observer, attempt)
     if "chunked" in headers.get("transfer-encoding", "").lower():
         exchange.body_left = None
     else:
@@ -432,18 +446,17 @@ def _sendall_new(sock: Any, data: Any, flags: int, real: Any) -> Any:
     """A POST written on a socket with no exchange: recognised, or passed on."""
     found = None
     try:
-        found = _recognise(sock, data)
+        found = _recognise(sock, data, isinstance(sock, ssl.SSLSocket))
     except Exception:  # noqa: BLE001
         internal_error("wire.recognise")
     if found is None:
         return real(sock, data, flags)
     exchange, out = found
     try:
-        if len(_exchanges) >= _IN_FLIGHT_CAP:
-            oldest = next(iter(_exchanges.values()))
-            oldest.end(perf_counter(), None)
-        _exchanges[id(sock)] = exchange
-        sock.__class__ = _watched_class(exchange.cls)
+        cls = type(sock)
+        _hold(sock, exchange)
+        sock.__class__ = _watched_class(cls)
+        exchange.saved, exchange.undo = cls, _unwatch_socket
     except Exception:  # noqa: BLE001
         internal_error("wire.watch")
         _exchanges.pop(id(sock), None)
@@ -455,6 +468,14 @@ def _sendall_new(sock: Any, data: Any, flags: int, real: Any) -> Any:
         raise
     exchange.request_written(perf_counter())
     return result
+
+
+def _hold(holder: Any, exchange: Exchange) -> None:
+    if len(_exchanges) >= _IN_FLIGHT_CAP:
+        oldest = next(iter(_exchanges.values()))
+        oldest.end(perf_counter(), None)
+    exchange.holder = holder
+    _exchanges[id(holder)] = exchange
 
 
 def _plain_wrapper(real: Any) -> Any:
@@ -485,15 +506,132 @@ def _ssl_wrapper(real: Any) -> Any:
     return sendall
 
 
+# -- the event loop's transports -----------------------------------------------------------------
+def _unwatch_protocol(exchange: Exchange) -> None:
+    """The protocol's own ``data_received`` and ``connection_lost`` put back."""
+    protocol = exchange.saved
+    if protocol is not None:
+        for name in ("data_received", "connection_lost"):
+            protocol.__dict__.pop(name, None)
+
+
+def _watch_protocol(protocol: Any, exchange: Exchange) -> None:
+    """The response's bytes as the event loop hands them to ``protocol`` (on that one
+    object, never its class)."""
+    delivered, lost = protocol.data_received, protocol.connection_lost
+
+    def data_received(data: bytes) -> None:
+        t = perf_counter()
+        delivered(data)
+        if exchange.state != _DONE:
+            try:
+                exchange.received(data, t)
+            except Exception:  # noqa: BLE001
+                internal_error("wire.read")
+                exchange.end(perf_counter(), None)
+
+    def connection_lost(exc: BaseException | None) -> None:
+        if exchange.state != _DONE:
+            try:
+                exchange.received(b"", perf_counter())
+            except Exception:  # noqa: BLE001
+                internal_error("wire.read")
+        lost(exc)
+
+    protocol.data_received = data_received
+    protocol.connection_lost = connection_lost
+    exchange.saved, exchange.undo = protocol, _unwatch_protocol
+
+
+def _write_new(transport: Any, data: Any, real: Any, secure: bool) -> Any:
+    """A POST written on a transport with no exchange: recognised, or passed on."""
+    found = None
+    try:
+        protocol = transport.get_protocol()
+        # A buffered protocol reads into its own buffer: not watched (nor recognised).
+        if not isinstance(protocol, asyncio.BufferedProtocol) and hasattr(
+                protocol, "__dict__"):
+            found = _recognise(transport.get_extra_info("socket"), data, secure)
+    except Exception:  # noqa: BLE001
+        internal_error("wire.recognise")
+    if found is None:
+        return real(transport, data)
+    exchange, out = found
+    try:
+        _hold(transport, exchange)
+        _watch_protocol(protocol, exchange)
+    except Exception:  # noqa: BLE001
+        internal_error("wire.watch")
+        _exchanges.pop(id(transport), None)
+    exchange.attempt.send_started(perf_counter())
+    try:
+        result = real(transport, out)
+    except BaseException as exc:
+        exchange.end(perf_counter(), exc)
+        raise
+    exchange.request_written(perf_counter())
+    return result
+
+
+def _transport_wrapper(real: Any, secure: bool) -> Any:
+    def write(self: Any, data: Any) -> Any:
+        exchange = _exchanges.get(id(self)) if _exchanges else None
+        if exchange is None:
+            # Per write on every transport: one slice and a compare, unless it is a POST.
+            try:
+                post = data[:5] == b"POST "
+            except Exception:  # noqa: BLE001 - write itself refuses it below
+                post = False
+            if not post or _current() is not None:
+                return real(self, data)
+            return _write_new(self, data, real, secure)
+        if exchange.sent or _is_post(data):
+            exchange.end(perf_counter(), ResponseCut("a new request was written"))
+            return _write_new(self, data, real, secure)
+        try:
+            exchange.wrote(data)
+        except Exception:  # noqa: BLE001
+            internal_error("wire.write")
+        result = real(self, data)
+        exchange.request_written(perf_counter())
+        return result
+
+    return write
+
+
+def _targets() -> list[tuple[str, Any, str, Any]]:
+    """``(key, owner, method, make_wrapper(original))`` for each write patched."""
+    import asyncio.selector_events
+    import asyncio.sslproto
+
+    return [
+        ("socket.sendall", socket.socket, "sendall", _plain_wrapper),
+        ("ssl.sendall", ssl.SSLSocket, "sendall", _ssl_wrapper),
+        ("loop.write", getattr(asyncio.selector_events, "_SelectorSocketTransport", None),
+         "write",
+         lambda real: _transport_wrapper(real, False)),
+        ("loop.ssl_write", getattr(asyncio.sslproto, "_SSLProtocolTransport", None),
+         "write",
+         lambda real: _transport_wrapper(real, True)),
+    ]
+
+
 _current = CURRENT.get
 
 
+# (owner, attribute, what its own __dict__ held: None when it was inherited)
+_applied: list[tuple[Any, str, Any]] = []
+
+
 def _apply() -> None:
-    for key, owner, make in (("socket.sendall", socket.socket, _plain_wrapper),
-                             ("ssl.sendall", ssl.SSLSocket, _ssl_wrapper)):
-        _orig[key] = owner.sendall
-        _wrappers[key] = wrapper = make(owner.sendall)
-        owner.sendall = wrapper  # type: ignore[method-assign]
+    for key, owner, name, make in _targets():
+        original = getattr(owner, name, None) if owner is not None else None
+        if original is None:
+            continue
+        _orig[key] = original
+        _wrappers[key] = wrapper = make(original)
+        _applied.append((owner, name, owner.__dict__.get(name)))
+        setattr(owner, name, wrapper)
     sockets_patch.acquire()
     want_setups(True)
 
@@ -501,13 +639,12 @@ def _apply() -> None:
 def _remove() -> None:
     want_setups(False)
     sockets_patch.release()
-    for key, owner in (("socket.sendall", socket.socket), ("ssl.sendall", ssl.SSLSocket)):
-        if owner.__dict__.get("sendall") is _wrappers.get(key):
-            if key == "socket.sendall":
-                # inherited from _socket.socket: the class's own entry goes
-                delattr(owner, "sendall")
-            else:
-                owner.sendall = _orig[key]  # type: ignore[method-assign]
+    while _applied:
+        owner, name, own = _applied.pop()
+        if own is None:
+            delattr(owner, name)  # inherited (socket.socket.sendall is _socket.socket's)
+        else:
+            setattr(owner, name, own)
     for exchange in list(_exchanges.values()):
         exchange.end(perf_counter(), None)
 

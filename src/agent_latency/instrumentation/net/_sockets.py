@@ -159,9 +159,11 @@ def _looked_up(t_start: float) -> None:
     _lookups[get_ident()] = (t_start, perf_counter())
 
 
-def _connected(sock: Any, t_start: float) -> None:
+def _connected(sock: Any, t_start: float, *, looked_up: bool = True) -> None:
+    # ``looked_up``: a lookup just before on the same thread was this connection's (not on
+    # an event loop, whose thread runs every task's lookups).
     now = perf_counter()
-    lookup = _lookups.pop(get_ident(), None)
+    lookup = _lookups.pop(get_ident(), None) if looked_up else None
     dns = 0.0
     if lookup is not None and 0.0 <= t_start - lookup[1] <= _LOOKUP_GAP:
         dns, t_start = lookup[1] - lookup[0], lookup[0]
@@ -264,7 +266,12 @@ async def _loop_sock_connect(self: Any, sock: Any, address: Any) -> Any:
     owner = _current()
     sink = owner.net if owner is not None else _recording()
     if sink is None:
-        return await _orig["loop.sock_connect"](self, sock, address)
+        if not _setup_users:
+            return await _orig["loop.sock_connect"](self, sock, address)
+        t = perf_counter()
+        result = await _orig["loop.sock_connect"](self, sock, address)
+        _connected(sock, t, looked_up=False)
+        return result
     t = perf_counter()
     try:
         return await _orig["loop.sock_connect"](self, sock, address)
@@ -277,6 +284,12 @@ async def _loop_connection_transport(self: Any, sock: Any, protocol_factory: Any
     # With ``ssl`` the transport is returned once the TLS handshake is done.
     owner = _current()
     sink = owner.net if owner is not None else _recording()
+    if sink is None and _setup_users and ssl:
+        t = perf_counter()
+        result = await _orig["loop._create_connection_transport"](
+            self, sock, protocol_factory, ssl, *args, **kwargs)
+        _handshaken(sock, t)
+        return result
     if sink is None or not ssl:
         return await _orig["loop._create_connection_transport"](
             self, sock, protocol_factory, ssl, *args, **kwargs)
