@@ -8,9 +8,16 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import select
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -349,3 +356,113 @@ class TestAsyncio:
         check_phases(wire_sim, calls[0], streamed=calls[0].attributes[semconv.LLM_STREAMING])
         task = otel.span("invoke_agent adspy").attributes
         assert task[semconv.budget_count("llm_calls")] == 1
+
+
+class TLSFront:
+    """Terminates TLS on 127.0.0.1 and forwards each connection to the simulator in plain
+    TCP (written with ``send``, so its own forwarding is not a request of the client's)."""
+
+    def __init__(self, context: ssl.SSLContext, upstream: int) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.context = context
+        self.upstream = upstream
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._forward, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _send(sock: socket.socket, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[sock.send(view):]
+
+    def _forward(self, conn: socket.socket) -> None:
+        try:
+            tls = self.context.wrap_socket(conn, server_side=True)
+            plain = socket.create_connection(("127.0.0.1", self.upstream))
+            while True:
+                ready, _, _ = select.select([tls, plain], [], [], 30)
+                if not ready:
+                    return
+                for source in ready:
+                    other = plain if source is tls else tls
+                    data = source.recv(65536)
+                    while source is tls and tls.pending():
+                        data += tls.recv(65536)
+                    if not data:
+                        return
+                    self._send(other, data)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture(scope="module")
+def tls_front(wire_sim: SimulatorProcess, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[tuple[TLSFront, ssl.SSLContext]]:
+    """The simulator behind TLS, and a client context that trusts its certificate."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command")
+    directory: Path = tmp_path_factory.mktemp("tls")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    front = TLSFront(server, wire_sim.port)
+    yield front, ssl.create_default_context(cafile=str(cert))
+    front.close()
+
+
+class TestTLS:
+    """Requests over TLS (``ssl.SSLSocket``, the event loop's TLS transport): one call, the
+    handshake split out, ``traceparent`` at the server."""
+
+    def test_https_connection(self, otel, wire_sim, tls_front) -> None:
+        front, context = tls_front
+        conn = http.client.HTTPSConnection("localhost", front.port, context=context,
+                                           timeout=30)
+        body = {**CHAT, "stream": True, "stream_options": {"include_usage": True}}
+        for _ in range(2):
+            _post(wire_sim, "/v1/chat/completions", body, conn)
+        conn.close()
+        first, second = _calls(otel)
+        a = first.attributes
+        assert a[semconv.LLM_CONNECTION_REUSED] is False
+        assert a[semconv.LLM_TLS] > 0 and a[semconv.LLM_CONNECT] > 0
+        assert second.attributes[semconv.LLM_CONNECTION_REUSED] is True
+        assert second.attributes[semconv.LLM_TLS] == 0
+        assert second.attributes[semconv.LLM_ROUND_TRIPS_AVOIDED] == 2
+        for span in (first, second):
+            assert span.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 20
+            check_phases(wire_sim, span)
+
+    async def test_asyncio_tls(self, otel, wire_sim, tls_front) -> None:
+        import asyncio
+
+        front, context = tls_front
+        reader, writer = await asyncio.open_connection("localhost", front.port, ssl=context)
+        payload = json.dumps({**CHAT, "stream": True}).encode()
+        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\n"
+                     b"Content-Type: application/json\r\nConnection: close\r\n"
+                     b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+        raw = await reader.read()
+        writer.close()
+        assert b"data: [DONE]" in raw
+        (span,) = _calls(otel)
+        a = span.attributes
+        assert a[semconv.LLM_CONNECTION_REUSED] is False
+        assert a[semconv.LLM_TLS] > 0
+        check_phases(wire_sim, span)
