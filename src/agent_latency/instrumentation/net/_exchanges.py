@@ -388,9 +388,12 @@ def _server(sock: Any, headers: dict[str, str], secure: bool) -> tuple[str, int]
         return "", default
 
 
-def _recognise(sock: Any, data: Any, secure: bool) -> tuple[Exchange, bytes] | None:
+def _recognise(sock: Any, data: Any, secure: bool, watch: Callable[[], bool],
+               unwatch: Callable[[], None]) -> tuple[Exchange, bytes] | None:
     """The exchange for a request head in ``data`` when the recogniser takes it, with the
-    bytes to write in its place."""
+    bytes to write in its place.  ``watch()`` (False: it cannot be) starts watching the
+    connection's reads once the path is one to recognise; ``unwatch()`` undoes it when the
+    recogniser says no."""
     recogniser, accepts = _recogniser, _accepts
     if recogniser is None or accepts is None:
         return None
@@ -409,10 +412,17 @@ def _recognise(sock: Any, data: Any, secure: bool) -> tuple[Exchange, bytes] | N
     headers = _parse_headers(lines[1:])
     host, port = _server(sock, headers, secure)
     t = perf_counter()
+    if not watch():
+        return None
     setup = take_setup(sock)
     request = Request("POST", target, headers, host, port, secure,
                       setup.t_start if setup is not None else t)
-    observer = recogniser(request)
+    observer = None
+    try:
+        observer = recogniser(request)
+    finally:
+        if observer is None:
+            unwatch()
     if observer is None:
         return None
     attempt = Attempt(host, port)
@@ -445,21 +455,31 @@ def _recognise(sock: Any, data: Any, secure: bool) -> tuple[Exchange, bytes] | N
 def _sendall_new(sock: Any, data: Any, flags: int, real: Any) -> Any:
     """A POST written on a socket with no exchange: recognised, or passed on."""
     found = None
+    cls = type(sock)
+
+    def watch() -> bool:
+        # Moved to the watching subclass of its own class; a class whose layout does not
+        # allow it (a library's own socket type) is not recognised.
+        try:
+            sock.__class__ = _watched_class(cls)
+        except TypeError:
+            return False
+        return True
+
+    def unwatch() -> None:
+        sock.__class__ = cls
+
     try:
-        found = _recognise(sock, data, isinstance(sock, ssl.SSLSocket))
+        found = _recognise(sock, data, isinstance(sock, ssl.SSLSocket), watch, unwatch)
     except Exception:  # noqa: BLE001
         internal_error("wire.recognise")
+        if type(sock) is not cls:
+            unwatch()
     if found is None:
         return real(sock, data, flags)
     exchange, out = found
-    try:
-        cls = type(sock)
-        _hold(sock, exchange)
-        sock.__class__ = _watched_class(cls)
-        exchange.saved, exchange.undo = cls, _unwatch_socket
-    except Exception:  # noqa: BLE001
-        internal_error("wire.watch")
-        _exchanges.pop(id(sock), None)
+    exchange.saved, exchange.undo = cls, _unwatch_socket
+    _hold(sock, exchange)
     exchange.attempt.send_started(perf_counter())
     try:
         result = real(sock, out, flags)
@@ -471,11 +491,16 @@ def _sendall_new(sock: Any, data: Any, flags: int, real: Any) -> Any:
 
 
 def _hold(holder: Any, exchange: Exchange) -> None:
-    if len(_exchanges) >= _IN_FLIGHT_CAP:
-        oldest = next(iter(_exchanges.values()))
-        oldest.end(perf_counter(), None)
+    """``holder``'s reads and writes feed ``exchange`` from now on."""
     exchange.holder = holder
     _exchanges[id(holder)] = exchange
+    if len(_exchanges) > _IN_FLIGHT_CAP:
+        # A program that never reads its responses to the end: the oldest is let go.
+        try:
+            oldest = next(iter(_exchanges.values()))
+        except RuntimeError:  # another thread changed it: next time
+            return
+        oldest.end(perf_counter(), None)
 
 
 def _plain_wrapper(real: Any) -> Any:
@@ -548,21 +573,19 @@ def _write_new(transport: Any, data: Any, real: Any, secure: bool) -> Any:
     found = None
     try:
         protocol = transport.get_protocol()
-        # A buffered protocol reads into its own buffer: not watched (nor recognised).
+        # A buffered protocol reads into its own buffer: not watched (nor recognised), nor
+        # one whose methods cannot be set on the object.
         if not isinstance(protocol, asyncio.BufferedProtocol) and hasattr(
                 protocol, "__dict__"):
-            found = _recognise(transport.get_extra_info("socket"), data, secure)
+            found = _recognise(transport.get_extra_info("socket"), data, secure,
+                               lambda: True, lambda: None)
     except Exception:  # noqa: BLE001
         internal_error("wire.recognise")
     if found is None:
         return real(transport, data)
     exchange, out = found
-    try:
-        _hold(transport, exchange)
-        _watch_protocol(protocol, exchange)
-    except Exception:  # noqa: BLE001
-        internal_error("wire.watch")
-        _exchanges.pop(id(transport), None)
+    _watch_protocol(protocol, exchange)
+    _hold(transport, exchange)
     exchange.attempt.send_started(perf_counter())
     try:
         result = real(transport, out)
