@@ -5,7 +5,8 @@ server through the HTTP client DSPy bundles (plain sockets, no SDK, no litellm);
 runs the program with ``acall`` (the same client on asyncio streams).  The server's address
 is passed as ``api_base``: with OPENAI_BASE_URL in the environment DSPy's default engine
 would hand the request to LiteLLM instead (a gateway configured there), so the program takes
-the variable out first.  It says at the end whether LiteLLM was imported.
+the variable out first.  It says at the end which client answered (the module of the
+response object DSPy kept).
 """
 
 import asyncio
@@ -35,8 +36,9 @@ def main() -> None:
             result = asyncio.run(agent.acall(question="What is the answer?"))
         else:
             result = agent(question="What is the answer?")
-    via = "through litellm" if "litellm" in sys.modules else "litellm not used"
-    print(f"the answer is {result.answer} ({via})")
+    module = type(lm.history[-1]["response"]).__module__
+    via = "lm15" if "lm15" in module else module
+    print(f"the answer is {result.answer} (answered by {via})")
 
 
 if __name__ == "__main__":
