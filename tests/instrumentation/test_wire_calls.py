@@ -466,3 +466,103 @@ class TestTLS:
         assert a[semconv.LLM_CONNECTION_REUSED] is False
         assert a[semconv.LLM_TLS] > 0
         check_phases(wire_sim, span)
+
+
+class _Seen:
+    """An observer that keeps what the network layer told it."""
+
+    def __init__(self) -> None:
+        self.attempts: list[Any] = []
+        self.body: bytes | None = None
+        self.status = 0
+        self.data = b""
+        self.ended: tuple[float, BaseException | None] | None = None
+
+    def add_attempt(self, attempt: Any) -> None:
+        self.attempts.append(attempt)
+
+    def header_lines(self) -> bytes:
+        return b""
+
+    def request_body(self, body: bytes | None) -> None:
+        self.body = body
+
+    def response_head(self, status: int, headers: dict[str, str], t: float) -> None:
+        self.status = status
+
+    def response_data(self, data: bytes, t: float) -> None:
+        self.data += data
+
+    def response_end(self, t: float, error: BaseException | None) -> None:
+        self.ended = (t, error)
+
+
+def _exchange() -> tuple[Any, _Seen]:
+    from agent_latency.instrumentation.net import Attempt
+    from agent_latency.instrumentation.net._exchanges import Exchange
+
+    seen = _Seen()
+    return Exchange(seen, Attempt("127.0.0.1", 80)), seen
+
+
+class TestResponseParsing:
+    """The response is parsed however its bytes are split across reads."""
+
+    PIECES = (b'data: {"a":1}\n\n', b"data: x")
+    CHUNKED = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+               b"Content-Type: text/event-stream\r\n\r\n"
+               + b"".join(b"%x;ext=1\r\n%s\r\n" % (len(p), p) for p in PIECES)
+               + b"0\r\nTrailer: x\r\n\r\n")
+
+    @pytest.mark.parametrize("size", [1, 2, 3, 7, 64, 4096])
+    def test_chunked(self, size: int) -> None:
+        exchange, seen = _exchange()
+        for i in range(0, len(self.CHUNKED), size):
+            exchange.received(self.CHUNKED[i:i + size], float(i))
+        assert seen.status == 200
+        assert seen.data == b"".join(self.PIECES)
+        assert seen.ended is not None and seen.ended[1] is None
+
+    def test_content_length_after_a_100_continue(self) -> None:
+        exchange, seen = _exchange()
+        exchange.received(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"
+                          b"Content-Length: 5\r\n\r\nhel", 1.0)
+        assert seen.ended is None
+        exchange.received(b"lo", 2.0)
+        assert (seen.status, seen.data, seen.ended) == (200, b"hello", (2.0, None))
+
+    def test_until_close(self) -> None:
+        exchange, seen = _exchange()
+        exchange.received(b"HTTP/1.0 200 OK\r\n\r\nbody", 1.0)
+        assert seen.ended is None
+        exchange.received(b"", 3.0)
+        assert (seen.data, seen.ended) == (b"body", (3.0, None))
+
+    def test_cut(self) -> None:
+        exchange, seen = _exchange()
+        exchange.received(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", 1.0)
+        exchange.received(b"", 2.0)
+        assert seen.ended is not None and type(seen.ended[1]).__name__ == "ResponseCut"
+
+
+class TestUninstrument:
+    """After uninstrument() the socket methods are the standard library's again."""
+
+    def test_restored(self, otel, wire_sim) -> None:
+        import asyncio.selector_events
+
+        transport = asyncio.selector_events._SelectorSocketTransport
+        patched = (socket.socket.sendall, ssl.SSLSocket.sendall, transport.write)
+        instrumentor = SocketsInstrumentor()
+        instrumentor.uninstrument()
+        try:
+            assert "sendall" not in socket.socket.__dict__
+            assert ssl.SSLSocket.sendall is not patched[1]
+            assert transport.write is not patched[2]
+            _post(wire_sim, "/v1/chat/completions", CHAT)
+            assert _calls(otel) == []
+        finally:
+            instrumentor.instrument()
+        assert socket.socket.sendall is not patched[0]  # a new wrapper, applied again
+        _post(wire_sim, "/v1/chat/completions", CHAT)
+        assert len(_calls(otel)) == 1
