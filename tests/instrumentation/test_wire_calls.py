@@ -265,6 +265,14 @@ class TestEndpoints:
         assert endpoint is not None and endpoint.operation == operation
         assert (seen_model, seen_streams) == (model, streams)
 
+    def test_a_long_body_is_read_at_its_edges(self) -> None:
+        from agent_latency.instrumentation.llm.sockets import _edge_fields
+
+        text = 'not "model": "this one" ' * 40000  # ~1 MB, quotes escaped in the JSON
+        body = json.dumps({"model": "m-1", "messages": [{"role": "user", "content": text}],
+                           "stream": True, "max_tokens": 5}).encode()
+        assert _edge_fields(body) == {"model": "m-1", "stream": True, "max_tokens": 5}
+
     @pytest.mark.parametrize("path", ["/v1/models", "/v1/traces", "/v1/other",
                                       "/v1beta/models/x:countTokens", "/"])
     def test_unknown(self, path: str) -> None:

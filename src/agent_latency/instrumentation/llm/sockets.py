@@ -27,6 +27,7 @@ byte.  Content is not captured at this layer.
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from collections.abc import Mapping
 from functools import lru_cache
@@ -45,6 +46,15 @@ from .requests import HTTPStatusError
 
 # The last events of a stream kept (unparsed) for its model, usage and finish reasons.
 _TAIL = 4
+# A request body longer than this is not parsed whole (it is read in the writer's thread,
+# while the server works): its top-level fields are looked for in its first and last bytes.
+_PARSE_CAP = 256 * 1024
+_EDGE = 64 * 1024
+# A JSON response body longer than this is not kept (nor parsed): no model or usage.
+_RESPONSE_CAP = 2 * 1024 * 1024
+_FIELD = re.compile(rb'"(model|stream|max_tokens|max_completion_tokens|max_output_tokens|'
+                    rb'maxOutputTokens|temperature)"\s*:\s*("(?:[^"\\]|\\.)*"|true|false|'
+                    rb'-?[0-9.eE+-]+)')
 # An SSE event longer than this is not waited for whole.
 _EVENT_CAP = 1 << 20
 
@@ -210,6 +220,9 @@ class WireCall:
     def request_body(self, body: bytes | None) -> None:
         if not body:
             return
+        if len(body) > _PARSE_CAP:
+            _read_request(self.call, _edge_fields(body))
+            return
         try:
             data = json.loads(body)
         except ValueError:
@@ -235,9 +248,10 @@ class WireCall:
             body = self.body
             if body is not None:
                 body.append(data)
-                if len(body) > 4096:
+                if len(body) > 64:
                     # (many small reads: joined as they come, so the list stays short)
-                    self.body = [b"".join(body)]
+                    joined = b"".join(body)
+                    self.body = [joined] if len(joined) <= _RESPONSE_CAP else None
             return
         buf = self.pending + data if self.pending else data
         if b"\r" in buf:
@@ -310,6 +324,19 @@ def _read_request(call: LLMCall, data: Mapping[str, Any]) -> None:
                 attrs[attr] = value
     if attrs:
         call.span.set_attributes(attrs)
+
+
+def _edge_fields(body: bytes) -> dict[str, Any]:
+    """A long request body's parameters, from its first and last bytes (where a client puts
+    them: before or after the messages), without parsing it all."""
+    fields: dict[str, Any] = {}
+    for edge in (body[-_EDGE:], body[:_EDGE]):  # the head's win
+        for match in _FIELD.finditer(edge):
+            try:
+                fields[match.group(1).decode()] = json.loads(match.group(2))
+            except ValueError:
+                continue
+    return fields
 
 
 def _read_events(call: LLMCall, first: bytes | None, tail: deque[bytes]) -> None:

@@ -11,6 +11,10 @@ Each wrapper reads two context variables — the owner current while its client 
 connection's setup) — and, when neither is set, calls straight through: two
 ``ContextVar.get`` and one Python call added per socket operation.
 
+While a user wants them (:func:`want_setups`: the wire's recogniser), the setup of a
+connection opened with nothing recording is kept too, by file descriptor (:class:`Setup`),
+for a request recognised on it as its first (:func:`take_setup`).
+
 A non-blocking ``connect`` (the event loop's first step of ``sock_connect``) is not timed by
 the socket wrapper: the loop's wrapper times the whole wait.  The loop runs
 ``getaddrinfo`` in a worker thread that does not inherit the context, so DNS is never
