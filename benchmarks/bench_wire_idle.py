@@ -2,15 +2,16 @@
 callgrind: instructions added per ``sendall`` and per ``recv`` while no model call runs.
 
 The wire layer (``agent_latency.instrumentation.llm.sockets``) patches
-``socket.socket.sendall`` and ``ssl.SSLSocket.sendall``; reads are not patched (only a
+``socket.socket.sendall`` and ``send`` and ``ssl.SSLSocket.sendall``; reads are not patched (only a
 socket carrying a recognised request is moved to a class that watches them), and a new
 connection's setup is kept for a request that may follow.  The worker runs under ``valgrind
 --tool=callgrind`` over a loopback TCP pair: after warm-up, ``--n`` operations of each kind
 with the instrumentor on, then ``--n`` with it off, dumping callgrind's counters after each
 batch (``callgrind_control -d``), so imports and warm-up are never counted.  Kinds:
 
-- ``send``: ``sendall`` of 256 bytes that are not a request head (the common case);
-- ``recv``: ``recv`` of those 256 bytes on the other end;
+- ``sendall``: ``sendall`` of 256 bytes that are not a request head (the common case);
+- ``send``: the same with ``send``;
+- ``recv``: ``recv`` of those 256 bytes on the other end (written with ``os.write``);
 - ``post``: ``sendall`` of a ``POST`` head to a path that is not a model endpoint (the
   request line and headers are parsed, the recogniser says no);
 - ``connect``: ``socket.create_connection`` to the listener, then ``close`` (the setup is
@@ -36,7 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-KINDS = ("send", "recv", "post", "connect")
+KINDS = ("sendall", "send", "recv", "post", "connect")
 PAYLOAD = b"x" * 256
 POST = (b"POST /v1/other HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         b"Content-Length: 2\r\n\r\n{}")
@@ -56,15 +57,21 @@ def operations(n: int) -> dict[str, Callable[[], None]]:
     address = listener.getsockname()
     # (methods looked up at each call, as a program does: the patch replaces the class's)
 
-    def send() -> None:
+    def sendall() -> None:
         for _ in range(n):
             client.sendall(PAYLOAD)
             server.recv(4096)  # drained here: the buffers never fill
 
-    def recv_only() -> None:
-        # The reads alone: the other side writes with ``send``, which is not patched.
+    def send() -> None:
         for _ in range(n):
-            server.send(PAYLOAD)
+            client.send(PAYLOAD)
+            server.recv(4096)
+
+    def recv_only() -> None:
+        # The reads alone: the other side writes to its file descriptor (nothing patched).
+        fd = server.fileno()
+        for _ in range(n):
+            os.write(fd, PAYLOAD)
             client.recv(4096)
 
     def post() -> None:
@@ -79,7 +86,8 @@ def operations(n: int) -> dict[str, Callable[[], None]]:
             sock.close()
             accepted.close()
 
-    return {"send": send, "recv": recv_only, "post": post, "connect": connect,
+    return {"sendall": sendall, "send": send, "recv": recv_only, "post": post,
+            "connect": connect,
             "python": lambda: _python(n)}
 
 
@@ -178,8 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         off = counts[f"{kind}-off"] / args.n
         added = counts[f"{kind}-on"] / args.n - off
         print(f"{kind:<10} {off:>12,.0f} {added:>+9,.0f} {added / rate:>+9.3f}")
-    print(f"(µs at {rate:,.0f} interpreter instructions per µs, timed natively; send and post "
-          "include the other end's recv; recv, the other end's send; connect, the accept and "
+    print(f"(µs at {rate:,.0f} interpreter instructions per µs, timed natively; sends and post "
+          "include the other end's recv; recv, the other end's write; connect, the accept and "
           "both closes)")
     return 0
 

@@ -228,6 +228,33 @@ class TestUrllib:
         check_phases(wire_sim, span)
 
 
+class TestOtherClients:
+    """Clients with no layer of their own above the socket: plain urllib3 and httpx."""
+
+    def test_urllib3(self, otel, wire_sim) -> None:
+        urllib3 = pytest.importorskip("urllib3")
+        with urllib3.PoolManager() as pool:
+            response = pool.request("POST", wire_sim.base_url + "/v1/chat/completions",
+                                    body=json.dumps({**CHAT, "stream": True}),
+                                    headers={"content-type": "application/json"},
+                                    preload_content=False)
+            for _ in response.stream(1024):
+                pass
+            response.release_conn()
+        (span,) = _calls(otel)
+        check_phases(wire_sim, span)
+
+    def test_httpx(self, otel, wire_sim) -> None:
+        httpx = pytest.importorskip("httpx")
+        with httpx.Client() as client, client.stream(
+                "POST", wire_sim.base_url + "/v1/chat/completions",
+                json={**CHAT, "stream": True}) as response:
+            for _ in response.iter_lines():
+                pass
+        (span,) = _calls(otel)
+        check_phases(wire_sim, span)
+
+
 class TestOneSpanPerRequest:
     """A request a higher layer of ours has (the openai SDK's) is not seen again here."""
 
@@ -368,7 +395,8 @@ class TestAsyncio:
 
 class TLSFront:
     """Terminates TLS on 127.0.0.1 and forwards each connection to the simulator in plain
-    TCP (written with ``send``, so its own forwarding is not a request of the client's)."""
+    TCP (written to the file descriptor, so its own forwarding is not a request of the
+    client's)."""
 
     def __init__(self, context: ssl.SSLContext, upstream: int) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -387,9 +415,12 @@ class TLSFront:
 
     @staticmethod
     def _send(sock: socket.socket, data: bytes) -> None:
+        if isinstance(sock, ssl.SSLSocket):
+            sock.sendall(data)  # a response: not a request
+            return
         view = memoryview(data)
         while view:
-            view = view[sock.send(view):]
+            view = view[os.write(sock.fileno(), view):]
 
     def _forward(self, conn: socket.socket) -> None:
         try:

@@ -2,7 +2,8 @@
 back off it: the wire as seen by clients that no higher layer sees (``http.client`` and
 ``urllib.request``, a client written on plain sockets such as the one dspy bundles).
 
-- ``socket.socket.sendall`` and ``ssl.SSLSocket.sendall`` are patched.  A buffer that does
+- ``socket.socket.sendall`` and ``send`` (blocking sockets: httpcore writes with ``send``)
+  and ``ssl.SSLSocket.sendall`` are patched.  A buffer that does
   not start with ``POST`` (nearly every write) is passed straight on: a slice, a compare
   and one Python call added.  One that does, while no owner is current
   (:data:`._context.CURRENT`: a higher layer has the request), has its request line and
@@ -22,8 +23,8 @@ back off it: the wire as seen by clients that no higher layer sees (``http.clien
   ``data_received`` and ``connection_lost`` (on that one object) until the response ends.
   A buffered protocol (``asyncio.BufferedProtocol``) is not watched.
 
-A client that writes its request with ``send`` on a plain socket (not ``sendall``) is not
-recognised.
+A client that writes its request with ``send`` on a TLS socket (httpcore over TLS) is not
+recognised: ``SSLSocket.sendall`` writes through its own ``send``.
 """
 
 from __future__ import annotations
@@ -295,6 +296,11 @@ def _unwatch_socket(exchange: Exchange) -> None:
         sock.__class__ = cls
 
 
+def _true_send(base: type) -> Any:
+    method = getattr(base, "send", None)
+    return _orig["socket.send"] if method is _wrappers.get("socket.send") else method
+
+
 def _true_sendall(base: type) -> Any:
     method = getattr(base, "sendall", None)
     for key in ("socket.sendall", "ssl.sendall"):
@@ -308,6 +314,7 @@ def _watched_class(base: type[socket.socket]) -> type:
     if cls is not None:
         return cls
     real_sendall = _true_sendall(base)
+    real_send = _true_send(base)
     real_recv, real_recv_into, real_close = base.recv, base.recv_into, base.close
 
     def sendall(self: Any, data: Any, flags: int = 0) -> Any:
@@ -325,6 +332,21 @@ def _watched_class(base: type[socket.socket]) -> type:
         result = real_sendall(self, data, flags)
         exchange.request_written(perf_counter())
         return result
+
+    def send(self: Any, data: Any, flags: int = 0) -> Any:
+        exchange = _exchanges.get(id(self))
+        if exchange is None:
+            return real_send(self, data, flags)
+        if exchange.sent or _is_post(data):
+            exchange.end(perf_counter(), ResponseCut("a new request was written"))
+            return _sendall_new(self, data, flags, real_sendall, real_send)
+        n = real_send(self, data, flags)
+        try:
+            exchange.wrote(memoryview(data)[:n])
+        except Exception:  # noqa: BLE001
+            internal_error("wire.write")
+        exchange.request_written(perf_counter())
+        return n
 
     def recv(self: Any, *args: Any, **kwargs: Any) -> Any:
         data = real_recv(self, *args, **kwargs)
@@ -358,7 +380,10 @@ def _watched_class(base: type[socket.socket]) -> type:
 
     cls = type(base.__name__, (base,), {
         "__slots__": (), "__module__": base.__module__, "__qualname__": base.__qualname__,
-        "sendall": sendall, "recv": recv, "recv_into": recv_into, "close": close})
+        "sendall": sendall, "recv": recv, "recv_into": recv_into, "close": close,
+        # ``send`` only on plain sockets: ``SSLSocket.sendall`` writes through its own
+        # ``send``, which must not count the same bytes twice.
+        **({} if issubclass(base, ssl.SSLSocket) else {"send": send})})
     _watched_classes[base] = cls
     return cls
 
@@ -452,8 +477,12 @@ def _recognise(sock: Any, data: Any, secure: bool, watch: Callable[[], bool],
     return exchange, out
 
 
-def _sendall_new(sock: Any, data: Any, flags: int, real: Any) -> Any:
-    """A POST written on a socket with no exchange: recognised, or passed on."""
+def _sendall_new(sock: Any, data: Any, flags: int, real: Any, send: Any = None) -> Any:
+    """A POST written on a socket with no exchange: recognised, or passed on.
+
+    ``real`` writes it all (``sendall``); with ``send`` the program called ``send``: a
+    request that is not recognised goes to ``send`` as it came, a recognised one (its head
+    grown by our header lines) is written whole and counted as ``data`` written."""
     found = None
     cls = type(sock)
 
@@ -476,7 +505,7 @@ def _sendall_new(sock: Any, data: Any, flags: int, real: Any) -> Any:
         if type(sock) is not cls:
             unwatch()
     if found is None:
-        return real(sock, data, flags)
+        return (send or real)(sock, data, flags)
     exchange, out = found
     exchange.saved, exchange.undo = cls, _unwatch_socket
     _hold(sock, exchange)
@@ -487,7 +516,7 @@ def _sendall_new(sock: Any, data: Any, flags: int, real: Any) -> Any:
         exchange.end(perf_counter(), exc)
         raise
     exchange.request_written(perf_counter())
-    return result
+    return memoryview(data).nbytes if send is not None else result
 
 
 def _hold(holder: Any, exchange: Exchange) -> None:
@@ -515,6 +544,24 @@ def _plain_wrapper(real: Any) -> Any:
         return _sendall_new(self, data, flags, real)
 
     return sendall
+
+
+def _send_wrapper(real: Any) -> Any:
+    real_sendall = _orig["socket.sendall"]
+
+    def send(self: Any, data: Any, flags: int = 0) -> Any:
+        # Per write on every plain socket: one slice and a compare, unless it is a POST
+        # (httpcore writes with ``send``).  Non-blocking sockets are the event loop's: their
+        # requests are recognised on the transport.
+        try:
+            post = data[:5] == b"POST "
+        except Exception:  # noqa: BLE001 - send itself refuses it below
+            post = False
+        if not post or _current() is not None or self.gettimeout() == 0.0:
+            return real(self, data, flags)
+        return _sendall_new(self, data, flags, real_sendall, real)
+
+    return send
 
 
 def _ssl_wrapper(real: Any) -> Any:
@@ -629,6 +676,7 @@ def _targets() -> list[tuple[str, Any, str, Any]]:
 
     return [
         ("socket.sendall", socket.socket, "sendall", _plain_wrapper),
+        ("socket.send", socket.socket, "send", _send_wrapper),
         ("ssl.sendall", ssl.SSLSocket, "sendall", _ssl_wrapper),
         ("loop.write", getattr(asyncio.selector_events, "_SelectorSocketTransport", None),
          "write",
