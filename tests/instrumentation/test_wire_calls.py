@@ -605,3 +605,27 @@ class TestUninstrument:
         assert socket.socket.sendall is not patched[0]  # a new wrapper, applied again
         _post(wire_sim, "/v1/chat/completions", CHAT)
         assert len(_calls(otel)) == 1
+
+
+class TestRegistration:
+    """instrument() loads the wire's recogniser when the program imports an HTTP client,
+    not before (start-up stays light), whichever comes first."""
+
+    @pytest.mark.parametrize("module", ["urllib.request", "asyncio", "http.client"])
+    def test_applied_on_import(self, module: str, tmp_path: Path) -> None:
+        import sys
+
+        code = ("import sys, agent_latency\nagent_latency.instrument()\n"
+                "before = 'agent_latency.instrumentation.llm.sockets' in sys.modules\n"
+                f"import {module}\n"
+                "from agent_latency.instrumentation.llm.sockets import SocketsInstrumentor\n"
+                "import socket\n"
+                "print(before, SocketsInstrumentor().is_instrumented_by_opentelemetry,\n"
+                "      'sendall' in socket.socket.__dict__)\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENT_LAT"))}
+        env[semconv.ENV_OUTPUT_DIR] = str(tmp_path)
+        proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.split() == ["False", "True", "True"], proc.stderr[-2000:]
+        assert "failed" not in proc.stderr, proc.stderr[-2000:]

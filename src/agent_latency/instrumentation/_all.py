@@ -47,6 +47,10 @@ TRIGGERS: dict[str, tuple[str, ...]] = {
     "litellm": ("litellm",),
     "google_genai": ("google.genai",),
     "requests": ("requests", "urllib3"),
+    # HTTP clients: the standard library's (urllib, urllib3, requests), the event loop's, DSPy's
+    # own (not ``ssl``: asyncio imports it half-way through its own import).  A client on bare
+    # sockets that imports none of them is not seen.
+    "sockets": ("http.client", "asyncio", "dspy"),
     "mcp": ("mcp",),
     "openai_agents": ("agents",),
     "langchain": ("langchain_core",),
