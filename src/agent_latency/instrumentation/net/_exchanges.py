@@ -121,8 +121,8 @@ class Exchange:
     """One request and its response on one connection (a socket, or an event loop's
     transport)."""
 
-    __slots__ = ("attempt", "body", "body_left", "chunk_left", "holder", "observer", "pending",
-                 "saved", "sent", "state", "undo")
+    __slots__ = ("attempt", "body", "body_left", "chunk_left", "holder", "kept", "observer",
+                 "pending", "saved", "sent", "state", "undo")
 
     def __init__(self, observer: Observer, attempt: Attempt) -> None:
         # What carries it (the socket or the transport, its key in ``_exchanges``), how it is
@@ -133,6 +133,7 @@ class Exchange:
         self.observer = observer
         self.attempt = attempt
         self.body: list[bytes] | None = []
+        self.kept = 0  # request body bytes kept
         self.body_left: int | None = 0  # request body bytes still to be written; None: unknown
         self.sent = False
         self.state = _HEAD
@@ -142,13 +143,16 @@ class Exchange:
     # -- the request ----------------------------------------------------------------------
     def wrote(self, data: Any) -> None:
         """Request body bytes written (after the head)."""
+        size = memoryview(data).nbytes
         body = self.body
         if body is not None:
-            body.append(bytes(data))
-            if sum(len(b) for b in body) > _BODY_CAP:
+            self.kept += size
+            if self.kept > _BODY_CAP:
                 self.body = None
+            else:
+                body.append(bytes(data))
         if self.body_left is not None:
-            self.body_left -= len(data)
+            self.body_left -= size
 
     def request_written(self, t: float) -> None:
         """A write returned at ``t``: when the body is all out, the request was sent."""
