@@ -37,6 +37,7 @@ SERVER_PORT: Final = "server.port"
 
 OPERATION_CHAT: Final = "chat"
 OPERATION_EMBEDDINGS: Final = "embeddings"
+OPERATION_TEXT_COMPLETION: Final = "text_completion"
 OPERATION_EXECUTE_TOOL: Final = "execute_tool"
 OPERATION_INVOKE_AGENT: Final = "invoke_agent"
 

@@ -58,6 +58,14 @@ AGENTS = [
     # ours.  Its usage telemetry would call out.
     Agent("haystack", ("{python}", "{agents}/haystack_lookup.py"), SCRIPT, (),
           modules=("haystack",), env={"HAYSTACK_TELEMETRY_ENABLED": "False"}, **LOOKUP),
+    # dspy.LM on its default engine: the HTTP client DSPy bundles, on plain sockets (sync)
+    # or asyncio streams (acall), not litellm; its calls are seen on the wire only.  Tool
+    # spans are ours.
+    Agent("dspy", ("{python}", "{agents}/dspy_lookup.py"), "dspy_lookup.json", (),
+          modules=("dspy",), **{**LOOKUP, "stdout": "the answer is 42 (answered by lm15)"}),
+    Agent("dspy-async", ("{python}", "{agents}/dspy_lookup.py", "--async"), "dspy_lookup.json",
+          (), modules=("dspy",),
+          **{**LOOKUP, "stdout": "the answer is 42 (answered by lm15)"}),
 ]
 
 # In .venv-frameworks: the frameworks' own execute_tool spans.

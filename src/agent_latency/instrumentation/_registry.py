@@ -34,6 +34,11 @@ INTEGRATIONS: dict[str, Integration] = {
                                 ("google.genai",)),
     "requests": Integration(f"{_PACKAGE}.llm.requests:RequestsInstrumentor",
                             ("requests", "urllib3")),
+    # HTTP clients: the standard library's (urllib, urllib3, requests), the event loop's,
+    # DSPy's own (not ``ssl``: asyncio imports it half-way through its own import).  A client
+    # on bare sockets that imports none of them is not seen.
+    "sockets": Integration(f"{_PACKAGE}.llm.sockets:SocketsInstrumentor",
+                           ("http.client", "asyncio", "dspy")),
     # The first spawn applies it (tools._first_spawn): subprocess is imported by everything.
     "subprocess": Integration(f"{_PACKAGE}.tools.subprocess:SubprocessInstrumentor"),
     "mcp": Integration(f"{_PACKAGE}.tools.mcp:MCPInstrumentor", ("mcp",)),

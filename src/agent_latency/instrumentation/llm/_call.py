@@ -131,9 +131,15 @@ class LLMCall:
     def __init__(self, endpoint: Endpoint, settings: Settings, model: str,
                  kwargs: Mapping[str, Any], *, streaming: bool,
                  server: tuple[str | None, int | None] = (None, None),
-                 provider: str | None = None) -> None:
-        self.t_call = perf_counter()
+                 provider: str | None = None, t_call: float | None = None) -> None:
+        # ``t_call``: when the request started, if before now (a call recognised on the wire
+        # starts where its new connection's setup started).
+        now = perf_counter()
         self.start_ns = time.time_ns()
+        self.t_call = now
+        if t_call is not None and t_call < now:
+            self.t_call = t_call
+            self.start_ns -= round((now - t_call) * 1e9)
         self.endpoint = endpoint
         self.settings = settings
         self.provider = provider or endpoint.provider

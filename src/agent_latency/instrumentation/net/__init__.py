@@ -1,7 +1,8 @@
 """The network layer: DNS, TCP connect, TLS, upload, round trip and byte counts of the HTTP
 attempts an owner (an LLM call) makes, for httpx/httpx2 (httpcore's ``trace`` events),
 aiohttp (its trace signals), requests/urllib3, asyncio and plain sockets, and WebSocket
-connection setups.
+connection setups; and HTTP/1.1 requests recognised where they are written on a socket
+(:mod:`._exchanges`), for clients that no higher layer sees.
 
 Arrival times (:func:`follow`): when each response event's bytes reached this host, from
 the kernel's receive stamps, taken on demand while the owner's client may be busy.
@@ -18,6 +19,8 @@ from ._aiohttp import PATCH as aiohttp_patch
 from ._arrivals import AT_READ, ESTIMATED, MEASURED, Arrival, Arrivals
 from ._attempt import RTT_CONNECT, RTT_LAST_SEEN, RTT_NONE, RTT_TCP_INFO, Attempt
 from ._context import CURRENT, Owner
+from ._exchanges import PATCH as exchanges_patch
+from ._exchanges import Observer, Request, ResponseCut, recognise_with
 from ._follow import Following, follow
 from ._httpcore import PATCH as httpx_send_patch
 from ._phases import NetPhases
@@ -38,16 +41,21 @@ __all__ = [
     "MEASURED",
     "MessageArrivals",
     "NetPhases",
+    "Observer",
     "Owner",
     "RTT_CONNECT",
     "RTT_LAST_SEEN",
     "RTT_NONE",
     "RTT_TCP_INFO",
     "Recording",
+    "Request",
+    "ResponseCut",
     "aiohttp_patch",
     "date_messages",
+    "exchanges_patch",
     "follow",
     "httpx_send_patch",
+    "recognise_with",
     "sockets_patch",
     "urllib3_targets",
     "websocket_socket",

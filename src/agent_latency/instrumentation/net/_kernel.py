@@ -148,6 +148,22 @@ def tcp_bytes_received(sock: Any) -> int | None:
     return int(struct.unpack_from("=Q", raw, _BYTES + 8)[0])
 
 
+_DATA_SEGS_OUT = 156  # tcpi_data_segs_out (u32, Linux 4.6+)
+
+
+def data_segs_out(sock: Any) -> int | None:
+    """Data segments ``sock`` has sent since it connected (``tcpi_data_segs_out``), or None."""
+    if _TCP_INFO is None or sock is None:
+        return None
+    try:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _DATA_SEGS_OUT + 4)
+    except (OSError, AttributeError, TypeError, ValueError):
+        return None
+    if len(raw) < _DATA_SEGS_OUT + 4:
+        return None
+    return int(struct.unpack_from("=I", raw, _DATA_SEGS_OUT)[0])
+
+
 # -- when the request's last byte left: the kernel's transmit stamps ----------------------------
 # SO_TIMESTAMPING with software transmit stamps, one per send call (OPT_ID), no payload copied
 # back (OPT_TSONLY); they wait in the socket's error queue until read.

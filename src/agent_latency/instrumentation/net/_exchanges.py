@@ -1,0 +1,735 @@
+"""HTTP/1.1 requests recognised where they are written on a socket, and their responses read
+back off it: the wire as seen by clients that no higher layer sees (``http.client`` and
+``urllib.request``, a client written on plain sockets such as the one dspy bundles).
+
+- ``socket.socket.sendall`` and ``send`` (blocking sockets: httpcore writes with ``send``)
+  and ``ssl.SSLSocket.sendall`` are patched.  A buffer that does
+  not start with ``POST`` (nearly every write) is passed straight on: a slice, a compare
+  and one Python call added.  One that does, while no owner is current
+  (:data:`._context.CURRENT`: a higher layer has the request), has its request line and
+  headers shown to the recogniser that a user registered (:func:`recognise_with`).
+- A request the recogniser takes gets its :class:`Attempt` (a new connection's DNS, connect
+  and TLS from the socket layer's :func:`._sockets.take_setup`), the header lines the
+  recogniser asks for (``traceparent``) written right after the request line, and its
+  socket moved to a subclass of the socket's own class (``__class__`` assignment: the same
+  layout) whose ``sendall``, ``recv``, ``recv_into`` and ``close`` feed the exchange.  The
+  socket is moved back when the response ends: every other socket's reads cost nothing.
+- The response is parsed as it is read (status line, headers, a ``Content-Length`` or
+  chunked body, or a body that ends with the connection) and handed to the recogniser's
+  :class:`Observer` as de-chunked bytes with the time the read returned.
+
+- The event loop's transports (``asyncio`` streams and protocols, plain and TLS): their
+  ``write`` is patched the same way; a recognised request's protocol object gets its own
+  ``data_received`` and ``connection_lost`` (on that one object) until the response ends.
+  A buffered protocol (``asyncio.BufferedProtocol``) is not watched.
+
+A client that writes its request with ``send`` on a TLS socket (httpcore over TLS) is not
+recognised: ``SSLSocket.sendall`` writes through its own ``send``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from collections.abc import Callable
+from time import perf_counter
+from typing import Any, Protocol
+
+from ..._log import internal_error
+from .._shared import SharedPatch
+from ._attempt import Attempt
+from ._context import CURRENT
+from ._sockets import PATCH as sockets_patch
+from ._sockets import take_setup, want_setups
+
+# A request head longer than this (in the first buffer written) is not looked at.
+_HEAD_CAP = 16 * 1024
+# Request and response bodies kept for the observer, at most (longer: None).
+_BODY_CAP = 8 * 1024 * 1024
+# Exchanges in flight at once, at most (the oldest is let go past it).
+_IN_FLIGHT_CAP = 1024
+
+
+class Request:
+    """A request being written: what the recogniser is shown."""
+
+    __slots__ = ("headers", "host", "method", "path", "port", "secure", "t_start", "target")
+
+    def __init__(self, method: str, target: str, headers: dict[str, str], host: str,
+                 port: int, secure: bool, t_start: float) -> None:
+        self.method = method
+        self.target = target  # as written: path and query
+        self.path = target.partition("?")[0]
+        self.headers = headers  # names lower-cased
+        self.host = host
+        self.port = port
+        self.secure = secure
+        # When it started: its new connection's setup, else its first byte.
+        self.t_start = t_start
+
+
+class Observer(Protocol):
+    """What the recogniser returns for a request it takes (an owner of the attempt)."""
+
+    def add_attempt(self, attempt: Attempt) -> None:
+        """The attempt that carries the request."""
+
+    def header_lines(self) -> bytes:
+        """Header lines (each ending ``\\r\\n``) to add to the request, or ``b""``."""
+
+    def request_body(self, body: bytes | None) -> None:
+        """The request's body, written in full (None: too long, or not delimited)."""
+
+    def response_head(self, status: int, headers: dict[str, str], t: float) -> None:
+        """The response's status and headers (names lower-cased) were read at ``t``."""
+
+    def response_data(self, data: bytes, t: float) -> None:
+        """Body bytes (de-chunked) read at ``t``."""
+
+    def response_end(self, t: float, error: BaseException | None) -> None:
+        """The response ended at ``t`` (its last byte read), or was cut (``error``)."""
+
+
+#: ``recognise(request) -> Observer | None``.
+Recogniser = Callable[[Request], "Observer | None"]
+#: ``accepts(path) -> bool``: whether a request to this path may be one to recognise (asked
+#: first, before the headers are read).
+Accepts = Callable[[str], bool]
+_recogniser: Recogniser | None = None
+_accepts: Accepts | None = None
+
+
+class ResponseCut(ConnectionError):
+    """The connection closed before the response ended."""
+
+
+def _parse_headers(lines: list[bytes]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for line in lines:
+        name, sep, value = line.partition(b":")
+        if sep:
+            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    return headers
+
+
+# -- one exchange ---------------------------------------------------------------------------
+_HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILER, _UNTIL_CLOSE, _DONE = range(8)
+
+
+class Exchange:
+    """One request and its response on one connection (a socket, or an event loop's
+    transport)."""
+
+    __slots__ = ("attempt", "body", "body_left", "chunk_left", "holder", "kept", "observer",
+                 "pending", "saved", "sent", "state", "undo")
+
+    def __init__(self, observer: Observer, attempt: Attempt) -> None:
+        # What carries it (the socket or the transport, its key in ``_exchanges``), how it is
+        # let go at the end (``undo(exchange)``) and what that puts back.
+        self.holder: Any = None
+        self.undo: Callable[[Exchange], None] | None = None
+        self.saved: Any = None
+        self.observer = observer
+        self.attempt = attempt
+        self.body: list[bytes] | None = []
+        self.kept = 0  # request body bytes kept
+        self.body_left: int | None = 0  # request body bytes still to be written; None: unknown
+        self.sent = False
+        self.state = _HEAD
+        self.pending = b""
+        self.chunk_left = 0
+
+    # -- the request ----------------------------------------------------------------------
+    def wrote(self, data: Any) -> None:
+        """Request body bytes written (after the head)."""
+        size = memoryview(data).nbytes
+        body = self.body
+        if body is not None:
+            self.kept += size
+            if self.kept > _BODY_CAP:
+                self.body = None
+            else:
+                body.append(bytes(data))
+        if self.body_left is not None:
+            self.body_left -= size
+
+    def request_written(self, t: float) -> None:
+        """A write returned at ``t``: when the body is all out, the request was sent."""
+        self.attempt.sent(t)
+        if self.body_left is not None and self.body_left <= 0 and not self.sent:
+            self._request_done()
+
+    def _request_done(self) -> None:
+        self.sent = True
+        body, self.body = self.body, None
+        try:
+            self.observer.request_body(b"".join(body) if body is not None
+                                       and self.body_left is not None else None)
+        except Exception:  # noqa: BLE001
+            internal_error("wire.request")
+
+    # -- the response ------------------------------------------------------------------------
+    def received(self, data: bytes, t: float) -> None:
+        """Bytes read off the socket at ``t`` (``b""``: the peer closed)."""
+        if not self.sent:
+            self._request_done()
+        if not data:
+            if self.state == _UNTIL_CLOSE:
+                self.end(t, None)
+            elif self.state != _DONE:
+                self.end(t, ResponseCut("the connection closed before the response ended"))
+            return
+        buf = self.pending + data if self.pending else data
+        self.pending = b""
+        observer = self.observer
+        while buf and self.state != _DONE:
+            state = self.state
+            if state == _HEAD:
+                end = buf.find(b"\r\n\r\n")
+                if end < 0:
+                    self.pending = buf
+                    return
+                head, buf = buf[:end], buf[end + 4:]
+                self._head(head, t)
+            elif state == _LENGTH:
+                take = buf[:self.chunk_left]
+                buf = buf[len(take):]
+                self.chunk_left -= len(take)
+                observer.response_data(take, t)
+                if self.chunk_left <= 0:
+                    self.end(t, None)
+            elif state == _UNTIL_CLOSE:
+                observer.response_data(buf, t)
+                return
+            elif state == _CHUNK_SIZE:
+                end = buf.find(b"\r\n")
+                if end < 0:
+                    self.pending = buf
+                    return
+                size = int(buf[:end].split(b";", 1)[0].strip() or b"0", 16)
+                buf = buf[end + 2:]
+                if size == 0:
+                    self.state = _TRAILER
+                else:
+                    self.chunk_left = size
+                    self.state = _CHUNK_DATA
+            elif state == _CHUNK_DATA:
+                take = buf[:self.chunk_left]
+                buf = buf[len(take):]
+                self.chunk_left -= len(take)
+                observer.response_data(take, t)
+                if self.chunk_left <= 0:
+                    self.state = _CHUNK_END
+            elif state == _CHUNK_END:
+                if len(buf) < 2:
+                    self.pending = buf
+                    return
+                buf = buf[2:]
+                self.state = _CHUNK_SIZE
+            else:  # _TRAILER: the body is complete; trailers are not waited for
+                self.end(t, None)
+        if self.state == _TRAILER:
+            self.end(t, None)
+
+    def _head(self, head: bytes, t: float) -> None:
+        lines = head.split(b"\r\n")
+        parts = lines[0].split(None, 2)
+        status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+        if 100 <= status < 200:
+            return  # 100 Continue and the like: the real head follows
+        headers = _parse_headers(lines[1:])
+        attempt = self.attempt
+        attempt.t_headers = attempt.t_return = t
+        attempt.status = status
+        attempt.request_id = headers.get("x-request-id") or headers.get("request-id")
+        attempt.measure_rtt()
+        self.observer.response_head(status, headers, t)
+        if status in (204, 304):
+            self.end(t, None)
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            self.state = _CHUNK_SIZE
+        elif "content-length" in headers:
+            try:
+                self.chunk_left = int(headers["content-length"])
+            except ValueError:
+                self.chunk_left = 0
+            self.state = _LENGTH
+            if self.chunk_left <= 0:
+                self.end(t, None)
+        else:
+            self.state = _UNTIL_CLOSE
+
+    def end(self, t: float, error: BaseException | None) -> None:
+        """The response ended (or was cut): the observer is told, the socket let go."""
+        if self.state == _DONE:
+            return
+        self.state = _DONE
+        if _exchanges.get(id(self.holder)) is self:
+            del _exchanges[id(self.holder)]
+        undo, self.undo = self.undo, None
+        if undo is not None:
+            try:
+                undo(self)
+            except Exception:  # noqa: BLE001
+                internal_error("wire.release")
+        self.holder = self.saved = None
+        attempt = self.attempt
+        attempt.t_body_done = attempt.t_received = t
+        if attempt.t_return is None:
+            attempt.t_return = t
+        if error is not None:
+            attempt.failed(error)
+        try:
+            self.observer.response_end(t, error)
+        except Exception:  # noqa: BLE001
+            internal_error("wire.end")
+
+
+# -- sockets being watched ----------------------------------------------------------------
+_exchanges: dict[int, Exchange] = {}  # by id() of the socket
+_watched_classes: dict[type, type] = {}
+_orig: dict[str, Any] = {}
+_wrappers: dict[str, Any] = {}
+
+
+def _unwatch_socket(exchange: Exchange) -> None:
+    """The socket's own class put back."""
+    sock, cls = exchange.holder, exchange.saved
+    if sock is not None and cls is not None and type(sock) is not cls:
+        sock.__class__ = cls
+
+
+def _true_send(base: type) -> Any:
+    method = getattr(base, "send", None)
+    return _orig["socket.send"] if method is _wrappers.get("socket.send") else method
+
+
+def _true_sendall(base: type) -> Any:
+    method = getattr(base, "sendall", None)
+    for key in ("socket.sendall", "ssl.sendall"):
+        if method is _wrappers.get(key):
+            return _orig[key]
+    return method
+
+
+def _watched_class(base: type[socket.socket]) -> type:
+    cls = _watched_classes.get(base)
+    if cls is not None:
+        return cls
+    real_sendall = _true_sendall(base)
+    real_send = _true_send(base)
+    real_recv, real_recv_into, real_close = base.recv, base.recv_into, base.close
+
+    def sendall(self: Any, data: Any, flags: int = 0) -> Any:
+        exchange = _exchanges.get(id(self))
+        if exchange is None:
+            return real_sendall(self, data, flags)
+        if exchange.sent or _is_post(data):
+            # A new request on the connection (the last response was not read to its end).
+            exchange.end(perf_counter(), ResponseCut("a new request was written"))
+            return _sendall_new(self, data, flags, real_sendall)
+        try:
+            exchange.wrote(data)
+        except Exception:  # noqa: BLE001
+            internal_error("wire.write")
+        result = real_sendall(self, data, flags)
+        exchange.request_written(perf_counter())
+        return result
+
+    def send(self: Any, data: Any, flags: int = 0) -> Any:
+        exchange = _exchanges.get(id(self))
+        if exchange is None:
+            return real_send(self, data, flags)
+        if exchange.sent or _is_post(data):
+            exchange.end(perf_counter(), ResponseCut("a new request was written"))
+            return _sendall_new(self, data, flags, real_sendall, real_send)
+        n = real_send(self, data, flags)
+        try:
+            exchange.wrote(memoryview(data)[:n])
+        except Exception:  # noqa: BLE001
+            internal_error("wire.write")
+        exchange.request_written(perf_counter())
+        return n
+
+    def recv(self: Any, *args: Any, **kwargs: Any) -> Any:
+        data = real_recv(self, *args, **kwargs)
+        exchange = _exchanges.get(id(self))
+        if exchange is not None:
+            try:
+                exchange.received(data, perf_counter())
+            except Exception:  # noqa: BLE001
+                internal_error("wire.read")
+                exchange.end(perf_counter(), None)
+        return data
+
+    def recv_into(self: Any, buffer: Any, *args: Any, **kwargs: Any) -> Any:
+        n = real_recv_into(self, buffer, *args, **kwargs)
+        exchange = _exchanges.get(id(self))
+        if exchange is not None:
+            try:
+                exchange.received(bytes(memoryview(buffer)[:n]), perf_counter())
+            except Exception:  # noqa: BLE001
+                internal_error("wire.read")
+                exchange.end(perf_counter(), None)
+        return n
+
+    def close(self: Any) -> None:
+        exchange = _exchanges.get(id(self))
+        # A file from ``makefile`` keeps the connection open past ``close()`` (urllib
+        # closes the socket as soon as the response head is read): it ends with the last.
+        if exchange is not None and getattr(self, "_io_refs", 0) <= 0:
+            exchange.end(perf_counter(), ResponseCut("the socket was closed"))
+        real_close(self)
+
+    cls = type(base.__name__, (base,), {
+        "__slots__": (), "__module__": base.__module__, "__qualname__": base.__qualname__,
+        "sendall": sendall, "recv": recv, "recv_into": recv_into, "close": close,
+        # ``send`` only on plain sockets: ``SSLSocket.sendall`` writes through its own
+        # ``send``, which must not count the same bytes twice.
+        **({} if issubclass(base, ssl.SSLSocket) else {"send": send})})
+    _watched_classes[base] = cls
+    return cls
+
+
+# -- recognising a request ---------------------------------------------------------------------
+def _is_post(data: Any) -> bool:
+    try:
+        return bool(data[:5] == b"POST ")
+    except Exception:  # noqa: BLE001 - an object sendall would refuse anyway
+        return False
+
+
+def _server(sock: Any, headers: dict[str, str], secure: bool) -> tuple[str, int]:
+    default = 443 if secure else 80
+    host = headers.get("host", "")
+    if host:
+        if host.startswith("["):  # an IPv6 literal
+            name, _, rest = host[1:].partition("]")
+            port = rest[1:] if rest.startswith(":") else ""
+        else:
+            name, _, port = host.partition(":")
+        return name, int(port) if port.isdigit() else default
+    try:
+        peer = sock.getpeername()
+        return str(peer[0]), int(peer[1])
+    except (OSError, IndexError, TypeError):
+        return "", default
+
+
+def _recognise(sock: Any, data: Any, secure: bool, watch: Callable[[], bool],
+               unwatch: Callable[[], None]) -> tuple[Exchange, bytes] | None:
+    """The exchange for a request head in ``data`` when the recogniser takes it, with the
+    bytes to write in its place.  ``watch()`` (False: it cannot be) starts watching the
+    connection's reads once the path is one to recognise; ``unwatch()`` undoes it when the
+    recogniser says no."""
+    recogniser, accepts = _recogniser, _accepts
+    if recogniser is None or accepts is None:
+        return None
+    raw = data if isinstance(data, bytes) else bytes(data)
+    line_end = raw.find(b"\r\n", 0, _HEAD_CAP)
+    parts = raw[:line_end].split(b" ") if line_end > 0 else ()
+    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+        return None
+    target = parts[1].decode("latin-1")
+    if not accepts(target.partition("?")[0]):
+        return None
+    end = raw.find(b"\r\n\r\n", 0, _HEAD_CAP)
+    if end < 0:
+        return None
+    lines = raw[:end].split(b"\r\n")
+    headers = _parse_headers(lines[1:])
+    host, port = _server(sock, headers, secure)
+    t = perf_counter()
+    if not watch():
+        return None
+    setup = take_setup(sock)
+    request = Request("POST", target, headers, host, port, secure,
+                      setup.t_start if setup is not None else t)
+    observer = None
+    try:
+        observer = recogniser(request)
+    finally:
+        if observer is None:
+            unwatch()
+    if observer is None:
+        return None
+    attempt = Attempt(host, port)
+    attempt.secure = secure
+    attempt.sock = sock
+    if setup is not None:
+        attempt.t_start = setup.t_start
+        attempt.reused = False
+        attempt.dns, attempt.connect, attempt.tls = setup.dns, setup.connect, setup.tls
+    observer.add_attempt(attempt)
+    exchange = Exchange(observer, attempt)
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        exchange.body_left = None
+    else:
+        try:
+            exchange.body_left = int(headers.get("content-length", "0"))
+        except ValueError:
+            exchange.body_left = None
+    out = data
+    lines_in = observer.header_lines()
+    if lines_in:
+        cut = raw.find(b"\r\n") + 2
+        out = raw[:cut] + lines_in + raw[cut:]
+    body = raw[end + 4:]
+    if body:
+        exchange.wrote(body)
+    return exchange, out
+
+
+def _sendall_new(sock: Any, data: Any, flags: int, real: Any, send: Any = None) -> Any:
+    """A POST written on a socket with no exchange: recognised, or passed on.
+
+    ``real`` writes it all (``sendall``); with ``send`` the program called ``send``: a
+    request that is not recognised goes to ``send`` as it came, a recognised one (its head
+    grown by our header lines) is written whole and counted as ``data`` written."""
+    found = None
+    cls = type(sock)
+
+    def watch() -> bool:
+        # Moved to the watching subclass of its own class; a class whose layout does not
+        # allow it (a library's own socket type) is not recognised.
+        try:
+            sock.__class__ = _watched_class(cls)
+        except TypeError:
+            return False
+        return True
+
+    def unwatch() -> None:
+        sock.__class__ = cls
+
+    try:
+        found = _recognise(sock, data, isinstance(sock, ssl.SSLSocket), watch, unwatch)
+    except Exception:  # noqa: BLE001
+        internal_error("wire.recognise")
+        if type(sock) is not cls:
+            unwatch()
+    if found is None:
+        return (send or real)(sock, data, flags)
+    exchange, out = found
+    exchange.saved, exchange.undo = cls, _unwatch_socket
+    _hold(sock, exchange)
+    exchange.attempt.send_started(perf_counter())
+    try:
+        result = real(sock, out, flags)
+    except BaseException as exc:
+        exchange.end(perf_counter(), exc)
+        raise
+    exchange.request_written(perf_counter())
+    return memoryview(data).nbytes if send is not None else result
+
+
+def _hold(holder: Any, exchange: Exchange) -> None:
+    """``holder``'s reads and writes feed ``exchange`` from now on."""
+    exchange.holder = holder
+    _exchanges[id(holder)] = exchange
+    if len(_exchanges) > _IN_FLIGHT_CAP:
+        # A program that never reads its responses to the end: the oldest is let go.
+        try:
+            oldest = next(iter(_exchanges.values()))
+        except RuntimeError:  # another thread changed it: next time
+            return
+        oldest.end(perf_counter(), None)
+
+
+def _plain_wrapper(real: Any) -> Any:
+    def sendall(self: Any, data: Any, flags: int = 0) -> Any:
+        # Per write on every socket: one slice and a compare, unless it is a POST.
+        try:
+            post = data[:5] == b"POST "
+        except Exception:  # noqa: BLE001 - sendall itself refuses it below
+            post = False
+        if not post or _current() is not None:
+            return real(self, data, flags)
+        return _sendall_new(self, data, flags, real)
+
+    return sendall
+
+
+def _send_wrapper(real: Any) -> Any:
+    real_sendall = _orig["socket.sendall"]
+
+    def send(self: Any, data: Any, flags: int = 0) -> Any:
+        # Per write on every plain socket: one slice and a compare, unless it is a POST
+        # (httpcore writes with ``send``).  Non-blocking sockets are the event loop's: their
+        # requests are recognised on the transport.
+        try:
+            post = data[:5] == b"POST "
+        except Exception:  # noqa: BLE001 - send itself refuses it below
+            post = False
+        if not post or _current() is not None or self.gettimeout() == 0.0:
+            return real(self, data, flags)
+        return _sendall_new(self, data, flags, real_sendall, real)
+
+    return send
+
+
+def _ssl_wrapper(real: Any) -> Any:
+    def sendall(self: Any, data: Any, flags: int = 0) -> Any:
+        try:
+            post = data[:5] == b"POST "
+        except Exception:  # noqa: BLE001 - sendall itself refuses it below
+            post = False
+        if not post or _current() is not None or self._sslobj is None:
+            # (without TLS yet, SSLSocket.sendall is the plain one: recognised there)
+            return real(self, data, flags)
+        return _sendall_new(self, data, flags, real)
+
+    return sendall
+
+
+# -- the event loop's transports -----------------------------------------------------------------
+def _unwatch_protocol(exchange: Exchange) -> None:
+    """The protocol's own ``data_received`` and ``connection_lost`` put back."""
+    protocol = exchange.saved
+    if protocol is not None:
+        for name in ("data_received", "connection_lost"):
+            protocol.__dict__.pop(name, None)
+
+
+def _watch_protocol(protocol: Any, exchange: Exchange) -> None:
+    """The response's bytes as the event loop hands them to ``protocol`` (on that one
+    object, never its class)."""
+    delivered, lost = protocol.data_received, protocol.connection_lost
+
+    def data_received(data: bytes) -> None:
+        t = perf_counter()
+        delivered(data)
+        if exchange.state != _DONE:
+            try:
+                exchange.received(data, t)
+            except Exception:  # noqa: BLE001
+                internal_error("wire.read")
+                exchange.end(perf_counter(), None)
+
+    def connection_lost(exc: BaseException | None) -> None:
+        if exchange.state != _DONE:
+            try:
+                exchange.received(b"", perf_counter())
+            except Exception:  # noqa: BLE001
+                internal_error("wire.read")
+        lost(exc)
+
+    protocol.data_received = data_received
+    protocol.connection_lost = connection_lost
+    exchange.saved, exchange.undo = protocol, _unwatch_protocol
+
+
+def _write_new(transport: Any, data: Any, real: Any, secure: bool) -> Any:
+    """A POST written on a transport with no exchange: recognised, or passed on."""
+    found = None
+    try:
+        protocol = transport.get_protocol()
+        # A buffered protocol reads into its own buffer: not watched (nor recognised), nor
+        # one whose methods cannot be set on the object.
+        if not isinstance(protocol, asyncio.BufferedProtocol) and hasattr(
+                protocol, "__dict__"):
+            found = _recognise(transport.get_extra_info("socket"), data, secure,
+                               lambda: True, lambda: None)
+    except Exception:  # noqa: BLE001
+        internal_error("wire.recognise")
+    if found is None:
+        return real(transport, data)
+    exchange, out = found
+    _watch_protocol(protocol, exchange)
+    _hold(transport, exchange)
+    exchange.attempt.send_started(perf_counter())
+    try:
+        result = real(transport, out)
+    except BaseException as exc:
+        exchange.end(perf_counter(), exc)
+        raise
+    exchange.request_written(perf_counter())
+    return result
+
+
+def _transport_wrapper(real: Any, secure: bool) -> Any:
+    def write(self: Any, data: Any) -> Any:
+        exchange = _exchanges.get(id(self)) if _exchanges else None
+        if exchange is None:
+            # Per write on every transport: one slice and a compare, unless it is a POST.
+            try:
+                post = data[:5] == b"POST "
+            except Exception:  # noqa: BLE001 - write itself refuses it below
+                post = False
+            if not post or _current() is not None:
+                return real(self, data)
+            return _write_new(self, data, real, secure)
+        if exchange.sent or _is_post(data):
+            exchange.end(perf_counter(), ResponseCut("a new request was written"))
+            return _write_new(self, data, real, secure)
+        try:
+            exchange.wrote(data)
+        except Exception:  # noqa: BLE001
+            internal_error("wire.write")
+        result = real(self, data)
+        exchange.request_written(perf_counter())
+        return result
+
+    return write
+
+
+def _targets() -> list[tuple[str, Any, str, Any]]:
+    """``(key, owner, method, make_wrapper(original))`` for each write patched."""
+    import asyncio.selector_events
+    import asyncio.sslproto
+
+    return [
+        ("socket.sendall", socket.socket, "sendall", _plain_wrapper),
+        ("socket.send", socket.socket, "send", _send_wrapper),
+        ("ssl.sendall", ssl.SSLSocket, "sendall", _ssl_wrapper),
+        ("loop.write", getattr(asyncio.selector_events, "_SelectorSocketTransport", None),
+         "write",
+         lambda real: _transport_wrapper(real, False)),
+        ("loop.ssl_write", getattr(asyncio.sslproto, "_SSLProtocolTransport", None),
+         "write",
+         lambda real: _transport_wrapper(real, True)),
+    ]
+
+
+_current = CURRENT.get
+
+
+# (owner, attribute, what its own __dict__ held: None when it was inherited)
+_applied: list[tuple[Any, str, Any]] = []
+
+
+def _apply() -> None:
+    for key, owner, name, make in _targets():
+        original = getattr(owner, name, None) if owner is not None else None
+        if original is None:
+            continue
+        _orig[key] = original
+        _wrappers[key] = wrapper = make(original)
+        _applied.append((owner, name, owner.__dict__.get(name)))
+        setattr(owner, name, wrapper)
+    sockets_patch.acquire()
+    want_setups(True)
+
+
+def _remove() -> None:
+    want_setups(False)
+    sockets_patch.release()
+    while _applied:
+        owner, name, own = _applied.pop()
+        if own is None:
+            delattr(owner, name)  # inherited (socket.socket.sendall is _socket.socket's)
+        else:
+            setattr(owner, name, own)
+    for exchange in list(_exchanges.values()):
+        exchange.end(perf_counter(), None)
+
+
+#: The sendall patches (reference counted).
+PATCH = SharedPatch(_apply, _remove)
+
+
+def recognise_with(recogniser: Recogniser | None, accepts: Accepts | None = None) -> None:
+    """Show each POST written while no owner is current, whose path ``accepts`` takes, to
+    ``recogniser`` (None: to nobody)."""
+    global _recogniser, _accepts
+    _recogniser, _accepts = recogniser, accepts
