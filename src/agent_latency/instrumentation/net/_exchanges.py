@@ -675,6 +675,7 @@ def _transport_wrapper(real: Any, secure: bool) -> Any:
 
 def _targets() -> list[tuple[str, Any, str, Any]]:
     """``(key, owner, method, make_wrapper(original))`` for each write patched."""
+    # asyncio is start-up time a program without it never pays: patched when it is imported.
     import asyncio.selector_events
     import asyncio.sslproto
 
