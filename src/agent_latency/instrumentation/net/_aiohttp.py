@@ -16,8 +16,12 @@ signal costs one ``ContextVar.get``.
 - ``request_end``: the response headers; the socket (``TCP_INFO``'s RTT) from the
   response's connection.
 
-A stream's last bytes are not dated (aiohttp has no per-connection close signal that
-httpcore's ``response_closed`` would be): its tail stays network, as without ``TCP_INFO``.
+Arrival times: ``ClientRequest.send`` (wrapped too; one ``ContextVar.get`` outside an
+owner) is handed the attempt's connection before the request is written; when the owner
+wants arrival times, its protocol's ``data_received`` is tapped there (:mod:`._follow`), so
+the response's bytes, its last byte included, are dated from the wire as on the httpx path.
+Without them a stream's last bytes are not dated (aiohttp has no per-connection close signal
+that httpcore's ``response_closed`` would be): its tail stays network.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from .._imports import when_imported
 from .._shared import SharedPatch
 from ._attempt import Attempt
 from ._context import CURRENT
+from ._follow import follow
 
 _KEY = "agent_latency_attempt"
 
@@ -121,6 +126,37 @@ async def _request_exception(session: Any, ctx: Any, params: Any) -> None:
         attempt.failed(params.exception)
 
 
+def _follow_connection(owner: Any, connection: Any) -> None:
+    """The owner's current attempt is about to be sent on ``connection`` (aiohttp's
+    ``Connection``): its protocol and socket, and arrival times from here on."""
+    try:
+        attempts = owner.attempts
+        if not attempts or connection is None:
+            return
+        attempt = attempts[-1]
+        protocol = connection.protocol
+        transport = connection.transport
+        if protocol is None or transport is None:
+            return
+        sock = transport.get_extra_info("socket")
+        attempt.stream = protocol
+        if sock is not None:
+            attempt.sock = sock
+        if attempt.following is None:
+            attempt.following = follow(attempt, owner.classify_event)
+    except Exception:  # noqa: BLE001
+        internal_error("aiohttp.connection")
+
+
+async def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``ClientRequest.send(conn)``: the connection a request goes out on, before it is
+    written (a new one or a pooled one)."""
+    owner = CURRENT.get()
+    if owner is not None and owner.wants_arrivals:
+        _follow_connection(owner, args[0] if args else kwargs.get("conn"))
+    return await wrapped(*args, **kwargs)
+
+
 _config: Any = None
 
 
@@ -156,7 +192,7 @@ def _session_init(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     return wrapped(*args, **kwargs)
 
 
-_state: dict[str, object] = {"wanted": False, "patched": None}
+_state: dict[str, Any] = {"wanted": False, "patched": None, "request": None}
 
 
 def _patch_now(_module: Any = None) -> None:
@@ -168,6 +204,10 @@ def _patch_now(_module: Any = None) -> None:
 
         wrap_function_wrapper(aiohttp.ClientSession, "__init__", _session_init)
         _state["patched"] = aiohttp.ClientSession
+        request_cls = getattr(aiohttp, "ClientRequest", None)
+        if request_cls is not None and hasattr(request_cls, "send"):
+            wrap_function_wrapper(request_cls, "send", send_wrapper)
+            _state["request"] = request_cls
     except Exception:  # noqa: BLE001
         internal_error("aiohttp.patch")
 
@@ -188,6 +228,12 @@ def _remove() -> None:
 
         unwrap(cls, "__init__")
         _state["patched"] = None
+    request_cls = _state["request"]
+    if request_cls is not None:
+        from opentelemetry.instrumentation.utils import unwrap
+
+        unwrap(request_cls, "send")
+        _state["request"] = None
 
 
 #: The aiohttp patch (reference counted: the first user applies it, the last removes it).
