@@ -138,12 +138,16 @@ def _follow_connection(owner: Any, connection: Any) -> None:
         transport = connection.transport
         if protocol is None or transport is None:
             return
+        if attempt.following is not None:
+            if attempt.stream is protocol:
+                return
+            # A redirect goes out on another connection: the response read is that one's.
+            attempt.stop_following()
         sock = transport.get_extra_info("socket")
         attempt.stream = protocol
         if sock is not None:
             attempt.sock = sock
-        if attempt.following is None:
-            attempt.following = follow(attempt, owner.classify_event)
+        attempt.following = follow(attempt, owner.classify_event)
     except Exception:  # noqa: BLE001
         internal_error("aiohttp.connection")
 
