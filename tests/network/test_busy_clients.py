@@ -223,6 +223,27 @@ class TestRequests:
         assert followed == ["urllib3"]
         check(otel, sim, window)
 
+    def test_a_read_timeout_stays_the_library_s(self, otel: Any, sim: SimulatorProcess,
+                                                 followed: list[str]) -> None:
+        """The tap waits for the socket itself: the read's timeout is raised when it
+        expires (the socket's own, as requests raises it), not after a second wait."""
+        # ~1.6 s of prefill, a 0.4 s read timeout: a second wait would take 0.8 s.
+        response = requests.post(f"{sim.base_url}/v1/chat/completions", stream=True,
+                                 timeout=(10, 0.4),
+                                 json={"model": "sim-requests-timeout", "max_tokens": 5,
+                                       "messages": [{"role": "user",
+                                                     "content": "measure " * 4000}],
+                                       "stream": True})
+        started = time.perf_counter()
+        with pytest.raises(requests.exceptions.ConnectionError, match="timed out"):
+            for _ in response.iter_lines():
+                pass
+        took = time.perf_counter() - started
+        assert followed == ["urllib3"]
+        assert 0.39 <= took < 0.6 + busy_slack(), took
+        a = one_call(otel).attributes
+        assert a[semconv.ERROR_TYPE]
+
     def test_body_read_inside_the_call(self, otel: Any, sim: SimulatorProcess,
                                        followed: list[str]) -> None:
         """Not streamed: the body's last byte is dated from the wire (the call's network
