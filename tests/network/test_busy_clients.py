@@ -275,6 +275,56 @@ async def _open_stream(session: Any, url: str, **body: Any) -> Any:
     return chunks()
 
 
+def all_calls(otel: Any) -> list[dict[str, Any]]:
+    return [dict(s.attributes or {}) for s in sorted(otel.spans(), key=lambda s: s.start_time)
+            if semconv.LLM_PREFILL in (s.attributes or {})]
+
+
+def tapped_again(otel: Any, followed: list[str], stack: str) -> None:
+    """Two streams on one pooled connection: the first call's tap was taken off, so the
+    second's went on, and both have wire times."""
+    assert followed == [stack, stack]
+    first, second = all_calls(otel)
+    assert second[semconv.LLM_CONNECTION_REUSED] is True
+    for a in (first, second):
+        assert a[semconv.LLM_FIRST_TOKEN_SOURCE] != "handed-over", a
+
+
+class TestPooledConnections:
+    """A connection's tap lasts one call: the next call on the pooled connection taps it
+    again."""
+
+    def test_requests_session(self, otel: Any, sim: SimulatorProcess,
+                              followed: list[str]) -> None:
+        with requests.Session() as session:
+            for n in range(2):
+                response = session.post(f"{sim.base_url}/v1/chat/completions", stream=True,
+                                        timeout=30,
+                                        json={"model": f"sim-pooled-{n}", "max_tokens": 5,
+                                              "messages": [{"role": "user", "content": "hi"}],
+                                              "stream": True})
+                assert list(response.iter_lines())
+        tapped_again(otel, followed, "urllib3")
+
+    def test_aiohttp_session(self, otel: Any, sim: SimulatorProcess,
+                             followed: list[str]) -> None:
+        wrapper = call_wrapper(CHAT, Settings())
+
+        async def run() -> None:
+            async with aiohttp.ClientSession() as session:
+                for n in range(2):
+                    stream = await wrapper(_open_stream, None,
+                                           (session, f"{sim.base_url}/v1/chat/completions"),
+                                           {"model": f"sim-pooled-{n}", "max_tokens": 5,
+                                            "messages": [{"role": "user", "content": "hi"}],
+                                            "stream": True})
+                    async for _ in stream:
+                        pass
+
+        asyncio.run(run())
+        tapped_again(otel, followed, "aiohttp")
+
+
 class TestAiohttp:
     """aiohttp streams whose event loop is blocked as the first token lands: the watcher
     stamps the arrivals meanwhile."""
