@@ -391,3 +391,33 @@ class TestAiohttp:
         asyncio.run(run())
         assert followed == ["aiohttp"]
         check(otel, sim, window[0])
+
+
+class TestHttpxTLS:
+    """The openai SDK's async client over TLS with its loop blocked as the first token lands:
+    the loop then takes every queued byte at once and anyio's TLS stream hands them over a
+    record per read, so a read's wire bytes are the kernel's count less what still waits
+    above the socket (dated from the whole backlog, the first token came out 390 ms late)."""
+
+    @pytest.mark.parametrize("flavour", ["httpx", "httpx2"])
+    def test_loop_blocked_during_prefill(self, otel: Any, sim: SimulatorProcess,
+                                         tls_base: str, tls_files: tuple[Path, Path],
+                                         flavour: str) -> None:
+        openai = pytest.importorskip("openai")
+        http = pytest.importorskip(flavour)
+        window: list[tuple[float, float]] = []
+
+        async def run() -> None:
+            context = ssl.create_default_context(cafile=str(tls_files[0]))
+            async with http.AsyncClient(verify=context) as http_client:
+                client = openai.AsyncOpenAI(base_url=f"{tls_base}/v1", api_key="k",
+                                            max_retries=0, http_client=http_client)
+                stream = await client.chat.completions.create(
+                    model=f"sim-{flavour}-tls", messages=MESSAGES, max_tokens=OUTPUT_TOKENS,
+                    stream=True)
+                window.append(away())  # blocks the loop past the first token
+                async for _ in stream:
+                    pass
+
+        asyncio.run(run())
+        check(otel, sim, window[0])

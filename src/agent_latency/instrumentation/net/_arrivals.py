@@ -17,8 +17,8 @@ arrived by ``t``":
 
 The reads themselves (:meth:`Arrivals.read`) say where each event ends on the wire: the
 block's event separators, mapped from its plaintext to the TCP bytes it consumed (the same
-bytes without TLS; in proportion with it), and an owner's classifier says which events
-carry output.
+bytes without TLS; in proportion with it, less what the reader's layers took off the socket
+and hold undecrypted), and an owner's classifier says which events carry output.
 
 An event's arrival is then the first observation that covers its last byte: exact
 (``measured``) when it was the newest byte of a kernel observation; when several events
@@ -184,12 +184,15 @@ class Arrivals:
         if received is not None:
             self._add(received - _queued(self.fd), t, READ)
 
-    def read(self, data: bytes, t: float) -> None:
+    def read(self, data: bytes, t: float, above: int = 0) -> None:
         """The client took ``data`` (plaintext) at ``t``: the bytes it consumed had arrived
-        by then, and its events end where the block's separators map to on the wire."""
+        by then, and its events end where the block's separators map to on the wire.
+        ``above``: bytes taken off the socket that still wait above it, not decrypted yet
+        (an event loop's TLS)."""
         c0 = self.consumed
         received = tcp_bytes_received(self.sock) if self.tls else None
-        c1 = received - _queued(self.fd) if received is not None else c0 + len(data)
+        c1 = (received - _queued(self.fd) - above if received is not None
+              else c0 + len(data))
         if c1 < c0:
             c1 = c0
         self._add(c1, t, READ)

@@ -142,11 +142,22 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
     original_read, original_write = cls.read, cls.write
     # The loop takes the bytes off the socket before the task reads them: that is when they
     # had arrived by (when the loop was idle, the arrival; the watcher stamps the others).
-    protocol = _loop_protocol(stream)
+    found = protocol = _loop_protocol(stream)
     if protocol is not None and "data_received" not in getattr(protocol, "__dict__", {}):
         _loop_tap(protocol, arrivals)
     else:
         protocol = None
+    # Under TLS the loop takes every queued byte at once and anyio's TLS stream hands them
+    # over a record per read: the wire bytes a read consumed are the kernel's count less
+    # what still waits above the socket (anyio's read queue, the ciphertext not decrypted).
+    read_queue = getattr(found, "read_queue", None)
+    tls_stream = getattr(stream, "_stream", None)
+    read_bio = getattr(tls_stream, "_read_bio", None)
+    waiting: Any = None
+    if arrivals.tls and (read_queue is not None or read_bio is not None):
+        def waiting() -> int:
+            above = sum(map(len, read_queue)) if read_queue is not None else 0
+            return above + (read_bio.pending if read_bio is not None else 0)
 
     async def write(buffer: bytes, timeout: float | None = None) -> None:
         try:
@@ -167,7 +178,7 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
             internal_error("net.tap")
         data = await original_read(stream, max_bytes, timeout)
         try:
-            arrivals.read(data, perf_counter())
+            arrivals.read(data, perf_counter(), waiting() if waiting is not None else 0)
         except Exception:  # noqa: BLE001
             internal_error("net.tap")
         return data
