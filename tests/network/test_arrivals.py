@@ -162,6 +162,47 @@ class TestKernelStamps:
         assert poller.poll(0) == []
 
 
+class TestPace:
+    """The server's pace is the mean interval of its events, skewed timers and stalls
+    aside."""
+
+    def paced(self, pair, intervals: list[float]) -> Arrivals:
+        """Arrivals whose events (100 bytes each) were each stamped alone, ``intervals``
+        apart."""
+        client, _server = pair
+        arrivals = Arrivals(client)
+        t = 1000.0
+        for n in range(len(intervals) + 1):
+            arrivals.ends.append(100 * (n + 1))
+            arrivals.cum.append(100 * (n + 1))
+            arrivals.t.append(t)
+            arrivals.kind.append(0)  # KERNEL
+            if n < len(intervals):
+                t += intervals[n]
+        return arrivals
+
+    def test_a_skewed_timer(self, pair) -> None:
+        # An event loop's timer for 10 ms: the median interval is 10.4 ms, the mean 10.0.
+        arrivals = self.paced(pair, [0.0105, 0.0104, 0.0091] * 20)
+        pace = arrivals.pace()
+        assert pace is not None and abs(pace - 0.0100) < 0.0002, pace
+
+    def test_a_stall_and_the_closing_burst_are_kept_out(self, pair) -> None:
+        intervals = [0.010] * 30
+        intervals[12] = 0.200  # the server stalled once
+        intervals += [0.0001, 0.0001]  # the finish reason and usage, sent at once
+        pace = self.paced(pair, intervals).pace()
+        assert pace is not None and abs(pace - 0.010) < 0.0005, pace
+
+    def test_a_late_write_and_its_catch_up(self, pair) -> None:
+        pace = self.paced(pair, [0.010, 0.0179, 0.0021, 0.010] * 10).pace()
+        assert pace is not None and abs(pace - 0.010) < 0.0005, pace
+
+    def test_fewer_events_than_a_window(self, pair) -> None:
+        pace = self.paced(pair, [0.008, 0.012, 0.010]).pace()
+        assert pace is not None and abs(pace - 0.010) < 1e-9, pace
+
+
 class TestWatcher:
     """The watcher thread stamps each arrival while the reader is away."""
 

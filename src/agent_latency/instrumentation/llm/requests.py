@@ -10,6 +10,9 @@ httpx path; their attempts come from the network layer's urllib3 patches.
   parsed once to tell output chunks from the others, and the call ends when the body ends
   (or the response is dropped).  Not streamed: the call ends when ``send`` returns, with
   the JSON body read for model, usage and finish reason.
+- **Arrival times** (``_wire``): the response's socket reads are tapped below
+  ``http.client`` (the network layer's urllib3 patch), so the first and last tokens, and a
+  body's last byte, are dated when their bytes arrived, as on the httpx path.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from opentelemetry import propagate
 
 from ..._log import internal_error
 from ..net import CURRENT, sockets_patch, urllib3_targets
-from . import LLMInstrumentor, Settings, Target
+from . import LLMInstrumentor, Settings, Target, _wire
 from ._call import LLMCall, abandon_call
 from ._invoke import Inside, start_call
 from .openai import CHAT, EMBEDDINGS
@@ -144,19 +147,45 @@ def _handle(call: LLMCall, response: Any, body_unread: bool) -> None:
     call.finish(None, None, _fields(data) if isinstance(data, Mapping) else None)
 
 
+class _Wire:
+    """What ``_wire`` keeps of one stream read through ``requests`` (the SDK streams' per-chunk
+    state holds the same): its arrival times and the first token's hand-over."""
+
+    __slots__ = ("__weakref__", "busy", "call", "cpu_at", "first_arrivals", "following",
+                 "t_first", "t_first_chunk")
+
+    def __init__(self, call: LLMCall) -> None:
+        self.call = call
+        self.following: Any = None
+        self.first_arrivals: Any = None
+        self.busy: bool | None = False
+        self.cpu_at: Any = None
+        self.t_first: float | None = None
+        self.t_first_chunk: float | None = None
+
+
 def _watch_stream(call: LLMCall, response: Any) -> None:
     """The streamed body through ``iter_content`` (which ``iter_lines`` and ``content`` use)."""
     original = response.iter_content
     call.defer()
     finalizer = weakref.finalize(response, abandon_call, call)
+    wire = _Wire(call)
+    _wire.start(wire)
 
     def iter_content(*args: Any, **kwargs: Any) -> Any:
-        return _chunks(call, original(*args, **kwargs), finalizer)
+        return _chunks(call, original(*args, **kwargs), finalizer, wire)
 
     response.iter_content = iter_content
 
 
-def _chunks(call: LLMCall, source: Any, finalizer: Any) -> Any:
+def _end(call: LLMCall, wire: _Wire, error: BaseException | None = None) -> None:
+    wire.t_first_chunk = call.t_first_chunk
+    _wire.finish(wire, call)
+    call.t_first_chunk = wire.t_first_chunk
+    call.finish(None, error)
+
+
+def _chunks(call: LLMCall, source: Any, finalizer: Any, wire: _Wire) -> Any:
     pending = b""
     observe = call.endpoint.observe
     try:
@@ -168,15 +197,18 @@ def _chunks(call: LLMCall, source: Any, finalizer: Any) -> Any:
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     _line(call, line, t, observe)
+                if wire.t_first is None and call.t_first is not None:
+                    wire.t_first = call.t_first
+                    _wire.first_output(wire)
             yield piece
     except BaseException as exc:
         finalizer.detach()
-        call.finish(None, exc if not isinstance(exc, GeneratorExit) else None)
+        _end(call, wire, exc if not isinstance(exc, GeneratorExit) else None)
         raise
     if pending:
         _line(call, pending, perf_counter(), observe)
     finalizer.detach()
-    call.finish()
+    _end(call, wire)
 
 
 def _line(call: LLMCall, line: bytes, t: float, observe: Any) -> None:

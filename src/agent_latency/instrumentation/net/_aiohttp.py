@@ -16,8 +16,12 @@ signal costs one ``ContextVar.get``.
 - ``request_end``: the response headers; the socket (``TCP_INFO``'s RTT) from the
   response's connection.
 
-A stream's last bytes are not dated (aiohttp has no per-connection close signal that
-httpcore's ``response_closed`` would be): its tail stays network, as without ``TCP_INFO``.
+Arrival times: ``ClientRequest.send`` (wrapped too; one ``ContextVar.get`` outside an
+owner) is handed the attempt's connection before the request is written; when the owner
+wants arrival times, its protocol's ``data_received`` is tapped there (:mod:`._follow`), so
+the response's bytes, its last byte included, are dated from the wire as on the httpx path.
+Without them a stream's last bytes are not dated (aiohttp has no per-connection close signal
+that httpcore's ``response_closed`` would be): its tail stays network.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from .._imports import when_imported
 from .._shared import SharedPatch
 from ._attempt import Attempt
 from ._context import CURRENT
+from ._follow import follow
 
 _KEY = "agent_latency_attempt"
 
@@ -121,6 +126,41 @@ async def _request_exception(session: Any, ctx: Any, params: Any) -> None:
         attempt.failed(params.exception)
 
 
+def _follow_connection(owner: Any, connection: Any) -> None:
+    """The owner's current attempt is about to be sent on ``connection`` (aiohttp's
+    ``Connection``): its protocol and socket, and arrival times from here on."""
+    try:
+        attempts = owner.attempts
+        if not attempts or connection is None:
+            return
+        attempt = attempts[-1]
+        protocol = connection.protocol
+        transport = connection.transport
+        if protocol is None or transport is None:
+            return
+        if attempt.following is not None:
+            if attempt.stream is protocol:
+                return
+            # A redirect goes out on another connection: the response read is that one's.
+            attempt.stop_following()
+        sock = transport.get_extra_info("socket")
+        attempt.stream = protocol
+        if sock is not None:
+            attempt.sock = sock
+        attempt.following = follow(attempt, owner.classify_event)
+    except Exception:  # noqa: BLE001
+        internal_error("aiohttp.connection")
+
+
+async def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``ClientRequest.send(conn)``: the connection a request goes out on, before it is
+    written (a new one or a pooled one)."""
+    owner = CURRENT.get()
+    if owner is not None and owner.wants_arrivals:
+        _follow_connection(owner, args[0] if args else kwargs.get("conn"))
+    return await wrapped(*args, **kwargs)
+
+
 _config: Any = None
 
 
@@ -128,6 +168,7 @@ def trace_config() -> Any:
     """Our ``aiohttp.TraceConfig`` (one, shared by every session)."""
     global _config
     if _config is None:
+        # Imported by the program already: made when its first session starts.
         import aiohttp
 
         config = aiohttp.TraceConfig()
@@ -156,18 +197,23 @@ def _session_init(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     return wrapped(*args, **kwargs)
 
 
-_state: dict[str, object] = {"wanted": False, "patched": None}
+_state: dict[str, Any] = {"wanted": False, "patched": None, "request": None}
 
 
 def _patch_now(_module: Any = None) -> None:
     if not _state["wanted"] or _state["patched"] is not None:
         return
     try:
+        # On aiohttp's import (the program's): wrapt's own import is start-up time.
         import aiohttp
         from wrapt import wrap_function_wrapper
 
         wrap_function_wrapper(aiohttp.ClientSession, "__init__", _session_init)
         _state["patched"] = aiohttp.ClientSession
+        request_cls = getattr(aiohttp, "ClientRequest", None)
+        if request_cls is not None and hasattr(request_cls, "send"):
+            wrap_function_wrapper(request_cls, "send", send_wrapper)
+            _state["request"] = request_cls
     except Exception:  # noqa: BLE001
         internal_error("aiohttp.patch")
 
@@ -184,10 +230,18 @@ def _remove() -> None:
     _state["wanted"] = False
     cls = _state["patched"]
     if cls is not None:
+        # opentelemetry.instrumentation costs start-up time: only where a patch comes off.
         from opentelemetry.instrumentation.utils import unwrap
 
         unwrap(cls, "__init__")
         _state["patched"] = None
+    request_cls = _state["request"]
+    if request_cls is not None:
+        # opentelemetry.instrumentation costs start-up time: only where a patch comes off.
+        from opentelemetry.instrumentation.utils import unwrap
+
+        unwrap(request_cls, "send")
+        _state["request"] = None
 
 
 #: The aiohttp patch (reference counted: the first user applies it, the last removes it).

@@ -12,6 +12,13 @@ read, replaced on that one stream object (never on the class), and put back afte
 - httpcore / httpcore2 async streams (anyio): the queue is looked at before each read;
   anyio pauses the transport between reads, so bytes that come while the task is busy wait
   in the kernel, where the watcher stamps them.
+- aiohttp's connection protocol (``ResponseHandler.data_received``): the event loop hands
+  it the bytes (decrypted, under TLS) as soon as it takes them off the socket, before the
+  response's reader sees them; bytes that come while the loop is busy wait in the kernel,
+  where the watcher stamps them.
+- urllib3 / ``http.client`` responses (the raw ``socket.SocketIO`` under the response's
+  buffered file: the plain or TLS socket's ``recv_into``): as httpcore's sync streams, the
+  queue looked at before each read and the socket waited for without the GIL.
 
 A stream type we do not know is not tapped (its owner keeps the hand-over times).
 """
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import inspect
 import select
+import socket
 import ssl
 from collections.abc import Callable
 from time import perf_counter
@@ -53,7 +61,12 @@ def _wait_readable(arrivals: Arrivals, timeout: float | None) -> bool:
 
 
 def _ssl_pending(stream: Any) -> bool:
-    sock = getattr(stream, "_sock", None)
+    return _decrypted_waiting(getattr(stream, "_sock", None))
+
+
+def _decrypted_waiting(sock: Any) -> bool:
+    """Whether OpenSSL holds decrypted bytes of ``sock`` not read yet (a read returns at
+    once, whatever the kernel's queue)."""
     pending = getattr(sock, "pending", None)
     try:
         return bool(pending()) if pending is not None else False
@@ -129,11 +142,22 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
     original_read, original_write = cls.read, cls.write
     # The loop takes the bytes off the socket before the task reads them: that is when they
     # had arrived by (when the loop was idle, the arrival; the watcher stamps the others).
-    protocol = _loop_protocol(stream)
+    found = protocol = _loop_protocol(stream)
     if protocol is not None and "data_received" not in getattr(protocol, "__dict__", {}):
         _loop_tap(protocol, arrivals)
     else:
         protocol = None
+    # Under TLS the loop takes every queued byte at once and anyio's TLS stream hands them
+    # over a record per read: the wire bytes a read consumed are the kernel's count less
+    # what still waits above the socket (anyio's read queue, the ciphertext not decrypted).
+    read_queue = getattr(found, "read_queue", None)
+    tls_stream = getattr(stream, "_stream", None)
+    read_bio = getattr(tls_stream, "_read_bio", None)
+    waiting: Any = None
+    if arrivals.tls and (read_queue is not None or read_bio is not None):
+        def waiting() -> int:
+            above = sum(map(len, read_queue)) if read_queue is not None else 0
+            return above + (read_bio.pending if read_bio is not None else 0)
 
     async def write(buffer: bytes, timeout: float | None = None) -> None:
         try:
@@ -154,7 +178,7 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
             internal_error("net.tap")
         data = await original_read(stream, max_bytes, timeout)
         try:
-            arrivals.read(data, perf_counter())
+            arrivals.read(data, perf_counter(), waiting() if waiting is not None else 0)
         except Exception:  # noqa: BLE001
             internal_error("net.tap")
         return data
@@ -164,16 +188,74 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
     return lambda: _untap(stream, arrivals, protocol)
 
 
-def _untap(stream: Any, arrivals: Arrivals, protocol: Any = None) -> None:
+def _protocol_tap(protocol: Any, arrivals: Arrivals) -> Untap:
+    """aiohttp's ``ResponseHandler``: the loop calls ``data_received`` with the bytes it has
+    just taken off the socket (the plaintext, under TLS)."""
+    original = type(protocol).data_received
+
+    def data_received(data: bytes) -> None:
+        if data:  # (empty: aiohttp resuming its own decompression, nothing off the wire)
+            try:
+                arrivals.read(data, perf_counter())
+            except Exception:  # noqa: BLE001
+                internal_error("net.tap")
+        original(protocol, data)
+
+    protocol.data_received = data_received
+    return lambda: _untap(None, arrivals, protocol)
+
+
+_UNSET = object()
+
+
+def _socketio_tap(raw: Any, arrivals: Arrivals) -> Untap:
+    """``socket.SocketIO`` (the raw file ``http.client`` reads a response from)."""
+    original = type(raw).readinto
+    sock = raw._sock
+
+    def readinto(buffer: Any) -> int | None:
+        restore: Any = _UNSET
+        try:
+            if not (arrivals.observe() or _decrypted_waiting(sock)):
+                timeout = sock.gettimeout()
+                if timeout != 0.0:
+                    if _wait_readable(arrivals, timeout):
+                        arrivals.observe()
+                    elif timeout is not None:
+                        # The socket's timeout passed while waiting: the library's own read
+                        # raises its timeout error now, not after a second full wait.
+                        restore = timeout
+                        sock.settimeout(0.001)
+        except Exception:  # noqa: BLE001
+            internal_error("net.tap")
+        try:
+            n = original(raw, buffer)
+        finally:
+            if restore is not _UNSET:
+                sock.settimeout(restore)
+        if n:
+            try:
+                t = perf_counter()
+                arrivals.read(bytes(memoryview(buffer)[:n]), t)
+            except Exception:  # noqa: BLE001
+                internal_error("net.tap")
+        return n
+
+    raw.readinto = readinto
+    return lambda: _untap(None, arrivals, raw, ("readinto",))
+
+
+def _untap(stream: Any, arrivals: Arrivals, protocol: Any = None,
+           names: tuple[str, ...] = ("data_received",)) -> None:
     try:
         arrivals.done_sending()
     except Exception:  # noqa: BLE001
         internal_error("net.tap")
-    for obj, names in ((stream, ("read", "write")), (protocol, ("data_received",))):
+    for obj, attrs in ((stream, ("read", "write")), (protocol, names)):
         if obj is None:
             continue
         try:
-            for name in names:
+            for name in attrs:
                 obj.__dict__.pop(name, None)
         except AttributeError:
             pass
@@ -187,9 +269,24 @@ def tap(stream: Any, arrivals: Arrivals) -> Untap | None:
     stream's type is not one we know (or it is tapped already)."""
     cls = type(stream)
     module = getattr(cls, "__module__", "")
+    own = getattr(stream, "__dict__", None)
+    if own is None:
+        return None
+    if cls.__name__ == "ResponseHandler" and module.startswith("aiohttp"):
+        if "data_received" in own:
+            return None
+        transport = getattr(stream, "transport", None)
+        arrivals.tls = (transport is None
+                        or transport.get_extra_info("sslcontext") is not None)
+        return _protocol_tap(stream, arrivals)
+    if cls is socket.SocketIO:
+        if "readinto" in own or not hasattr(stream, "_sock"):
+            return None
+        arrivals.tls = isinstance(stream._sock, ssl.SSLSocket)
+        return _socketio_tap(stream, arrivals)
     if cls.__name__ not in _HTTPCORE_STREAMS or not module.startswith(("httpcore", "httpcore2")):
         return None
-    if "read" in getattr(stream, "__dict__", {}) or not hasattr(cls, "write"):
+    if "read" in own or not hasattr(cls, "write"):
         return None
     if inspect.iscoroutinefunction(cls.read):
         inner = getattr(stream, "_stream", None)

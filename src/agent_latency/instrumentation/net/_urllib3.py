@@ -6,7 +6,11 @@ current (:data:`._context.CURRENT`), with the same marks as the httpx path.
 - ``HTTPConnection.request`` returns when the last request byte is written (a plain-HTTP
   connection is opened inside it: the first byte follows the connection's setup).
 - ``HTTPConnection.getresponse`` returns when the response headers are in; then the
-  kernel's RTT of the socket.
+  kernel's RTT of the socket.  When the owner wants arrival times, the response object
+  ``http.client`` makes inside it (the connection's ``response_class``, replaced on that
+  one connection for that one call) has its raw socket file tapped before the status line
+  is read (:mod:`._follow`): the body's bytes, streamed or read inside ``getresponse``,
+  are dated from the wire.
 
 When no owner is current each wrapper costs one ``ContextVar.get``.
 """
@@ -20,16 +24,18 @@ from typing import Any
 from ..._log import internal_error
 from ._attempt import Attempt
 from ._context import CURRENT
+from ._follow import follow
 from ._phases import NetPhases
 
 
 class _Sending:
     """One attempt inside ``urlopen`` and the owner's socket-level totals at its start."""
 
-    __slots__ = ("attempt", "connect", "connects", "net")
+    __slots__ = ("attempt", "connect", "connects", "net", "owner")
 
-    def __init__(self, attempt: Attempt, net: NetPhases) -> None:
+    def __init__(self, attempt: Attempt, net: NetPhases, owner: Any) -> None:
         self.attempt = attempt
+        self.owner = owner
         self.net = net
         attempt.net = net
         attempt.dns_base, attempt.tls_base = net.dns, net.tls
@@ -64,7 +70,7 @@ def urlopen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         secure = getattr(instance, "scheme", "http") == "https"
         attempt = Attempt(str(instance.host), int(instance.port or (443 if secure else 80)))
         attempt.secure = secure
-        sending = _Sending(attempt, owner.net)
+        sending = _Sending(attempt, owner.net, owner)
         owner.add_attempt(attempt)
         token = _ATTEMPT.set(sending)
     except Exception:  # noqa: BLE001
@@ -102,12 +108,46 @@ def request_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
                                  attempt.t_sent or t_entry))
 
 
+def _follow_response(connection: Any, sending: _Sending) -> bool:
+    """Arrival times on the response ``connection`` is about to read: ``http.client`` makes
+    it with the connection's ``response_class``, set here on the instance (taken off again
+    after ``getresponse``), whose raw socket file is tapped before anything is read."""
+    original = type(connection).response_class
+    attempt = sending.attempt
+    classify = sending.owner.classify_event
+
+    def response_class(sock: Any, *args: Any, **kwargs: Any) -> Any:
+        response = original(sock, *args, **kwargs)
+        try:
+            raw = getattr(getattr(response, "fp", None), "raw", None)
+            if raw is not None and attempt.following is None:
+                attempt.sock = sock
+                attempt.stream = raw
+                attempt.following = follow(attempt, classify)
+        except Exception:  # noqa: BLE001
+            internal_error("urllib3.follow")
+        return response
+
+    connection.response_class = response_class
+    return True
+
+
 def getresponse_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """``HTTPConnection.getresponse``: the response headers, the socket, the round trip."""
     sending = _ATTEMPT.get()
     if sending is None:
         return wrapped(*args, **kwargs)
-    response = wrapped(*args, **kwargs)
+    tapped = False
+    try:
+        if sending.owner.wants_arrivals and sending.attempt.following is None:
+            tapped = _follow_response(instance, sending)
+    except Exception:  # noqa: BLE001
+        internal_error("urllib3.follow")
+    try:
+        response = wrapped(*args, **kwargs)
+    finally:
+        if tapped:
+            instance.__dict__.pop("response_class", None)
     try:
         attempt = sending.attempt
         attempt.t_headers = attempt.t_return = perf_counter()
