@@ -94,3 +94,23 @@ class TestDeferredPatching:
             instrumentor.uninstrument()
             sys.modules.pop("fake_llm_sdk", None)
         assert not hasattr(fake_llm_sdk.create, "__wrapped__")
+
+
+class TestUnderOpentelemetryInstrument:
+    """Set-up loads the integrations opentelemetry-instrument will not, and none left out."""
+
+    def test_set_up_loads_what_the_distro_will_not(self, monkeypatch: pytest.MonkeyPatch,
+                                                   ) -> None:
+        """An install whose metadata has only some entry points still gets the others."""
+        from types import SimpleNamespace
+
+        from agent_latency import _instrumentor
+
+        loaded: list[list[str]] = []
+        monkeypatch.setattr(_instrumentor, "instrument",
+                            lambda **kwargs: loaded.append(kwargs["targets"]))
+        monkeypatch.setattr(_instrumentor, "entry_points", lambda group: [
+            SimpleNamespace(name="agent_latency"), SimpleNamespace(name="agent_latency_openai")])
+        monkeypatch.setenv("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "agent_latency_gevent")
+        _instrumentor.AgentLatencyInstrumentor()._instrument()
+        assert loaded == [[name for name in INTEGRATIONS if name not in ("openai", "gevent")]]
