@@ -70,11 +70,11 @@ def start(chunks: Any) -> None:
     _pauses.PAUSES.install()
     chunks.following = following
     chunks.first_arrivals = following.arrivals
-    if call.is_async:
-        # An event loop may be busy with other tasks as the first token lands; a sync reader
-        # waits for it itself (the tap's poll) and a pause before it reads (a collection) is
-        # what only the kernel's stamps could show anyway.
-        following.watch()
+    # Watched until the first token: an event loop may be busy with other tasks as it
+    # lands, and a sync client may still be at work between sending and its first read (a
+    # process's first call parses and imports for tenths of a second): the kernel's stamp of
+    # a queue read late dates only its newest bytes.
+    following.watch()
     chunks.cpu_at = (process_time(), thread_time(), perf_counter())
     mode = call.settings.arrivals
     if mode == "always":

@@ -27,6 +27,9 @@ class Owner(Protocol):
     #: which of a response's events carry output: ``classify_event(event bytes) -> bool``.
     wants_arrivals: bool
     classify_event: Any
+    #: Whether its response is a stream: its first events are watched for from the request
+    #: on (the client may be busy until it reads them).
+    streaming: bool
     #: Whether to inject W3C ``traceparent`` into the request, and the context to inject.
     propagate: bool
     context: Any

@@ -187,6 +187,11 @@ def _on_connection(owner: Any, connection: Any) -> None:
                 attempt.sock = sock
         if owner.wants_arrivals and attempt.following is None:
             attempt.following = follow(attempt, owner.classify_event)
+            if attempt.following is not None and owner.streaming:
+                # Until the first token (the LLM layer stops it there unless the client is
+                # late): a client at work between sending and its first read, as a process's
+                # first call is, leaves the kernel only its newest bytes' stamp.
+                attempt.following.watch()
     except Exception:  # noqa: BLE001
         internal_error("network.connection")
 
