@@ -225,6 +225,37 @@ class TestWatcher:
             assert got is not None and got.source == "measured", (got, arrivals.cum)
             assert within(got.t, sent)
 
+    def test_a_reused_descriptor_is_watched(self, pair) -> None:
+        """A watched socket closed without being unwatched leaves its number behind; the
+        next socket given that number is still watched."""
+        listener = socket.create_server(("127.0.0.1", 0))
+        old = socket.create_connection(listener.getsockname())
+        old_peer, _ = listener.accept()
+        stale = Arrivals(old)
+        WATCHER.watch(stale)
+        fd = old.fileno()
+        old.close()  # never unwatched
+        client = socket.create_connection(listener.getsockname())
+        server, _ = listener.accept()
+        listener.close()
+        try:
+            if client.fileno() != fd:
+                pytest.skip("the descriptor number was not reused")
+            arrivals = Arrivals(client)
+            WATCHER.watch(arrivals)
+            try:
+                sent = timed_send(server, event(1))
+                time.sleep(0.05)  # the watcher gets the GIL
+            finally:
+                WATCHER.unwatch(arrivals)
+            assert arrivals.kind[:1] == [0], (arrivals.cum, arrivals.kind)  # KERNEL
+            assert within(arrivals.t[0], sent)
+        finally:
+            client.close()
+            server.close()
+            old_peer.close()
+            WATCHER.unwatch(stale)
+
     def test_a_collection_that_holds_the_gil(self, pair, tmp_path) -> None:
         """Bytes that land during a garbage collection (nobody can stamp them then) are
         dated back from the newest stamp at the pace the later ones show."""

@@ -60,7 +60,12 @@ class Watcher:
             fd = arrivals.fd
             try:
                 if fd in self._watched:
-                    self._epoll.modify(fd, _EPOLL_FLAGS)
+                    try:
+                        self._epoll.modify(fd, _EPOLL_FLAGS)
+                    except FileNotFoundError:
+                        # The watched socket was closed without ``unwatch`` (the kernel
+                        # dropped it from the epoll set) and its number reused: a new one.
+                        self._epoll.register(fd, _EPOLL_FLAGS)
                 else:
                     self._epoll.register(fd, _EPOLL_FLAGS)
             except OSError:
