@@ -156,7 +156,7 @@ system-packages:
 	fi
 
 # Every part runs even when one fails; the failed ones are listed at the end (and fail make).
-TEST_PARTS := lint typecheck test-current test-legacy test-pythons docs-check
+TEST_PARTS := lint typecheck test-current test-legacy docs-check test-pythons
 test: system-packages servers $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed \
       $(FRAMEWORKS)/.test-installed $(PHOENIX)/.test-installed pythons
 	@failed=""; for part in $(TEST_PARTS); do \
