@@ -112,7 +112,8 @@ $(PHOENIX)/.test-installed: pyproject.toml
 servers: $(SERVERS_BIN)/.built
 
 # Prometheus and Alertmanager report the release they were built from (`--version`, from
-# the module's VERSION file, as their own release builds stamp it). Alertmanager's module
+# the module's VERSION file, as their own release builds stamp it; the module is downloaded
+# first, and a missing VERSION fails the build rather than stamping an empty version). Alertmanager's module
 # lacks its compiled web UI (ui/app/dist, which it embeds): it is built from a vendor copy
 # with a placeholder page there, so it serves the API only, as the other builds here do
 # (`go mod vendor -e` reports the missing files it is about to get: expected).
@@ -122,15 +123,19 @@ $(SERVERS_BIN)/.built: $(SERVER_SOURCES) deploy/servers/alertmanager/ui-placehol
 	@start=$$(date +%s); out=$(abspath $(SERVERS_BIN))/; \
 	$(GO) -C deploy/otel-collector/otelcol build -o $$out . && \
 	$(GO) -C deploy/servers/jaeger build -o $$out tool && \
-	stamp() { echo "-X github.com/prometheus/common/version.Version=$$(cat \
-	  $$($(GO) -C deploy/servers/$$1 list -mod=mod -m -f '{{.Dir}}' github.com/prometheus/$$1)/VERSION)"; } && \
-	$(GO) -C deploy/servers/prometheus build -o $$out -ldflags "$$(stamp prometheus)" tool && \
+	stamp() { $(GO) -C deploy/servers/$$1 mod download github.com/prometheus/$$1 && \
+	  dir=$$($(GO) -C deploy/servers/$$1 list -mod=mod -m -f '{{.Dir}}' github.com/prometheus/$$1) && \
+	  test -s "$$dir/VERSION" && \
+	  echo "-X github.com/prometheus/common/version.Version=$$(cat $$dir/VERSION)"; } && \
+	pstamp=$$(stamp prometheus) && \
+	$(GO) -C deploy/servers/prometheus build -o $$out -ldflags "$$pstamp" tool && \
+	astamp=$$(stamp alertmanager) && \
 	$(GO) -C deploy/servers/alertmanager mod vendor -e && \
 	for ui in elm mantine; do mkdir -p deploy/servers/alertmanager/$(AM_UI)/$$ui && \
 	  cp deploy/servers/alertmanager/ui-placeholder.html \
 	    deploy/servers/alertmanager/$(AM_UI)/$$ui/index.html || exit 1; done && \
 	$(GO) -C deploy/servers/alertmanager build -mod=vendor -o $$out \
-	  -ldflags "$$(stamp alertmanager)" tool && \
+	  -ldflags "$$astamp" tool && \
 	echo "servers built in $$(( $$(date +%s) - start )) s into $(SERVERS_BIN)"
 	@touch $@
 

@@ -35,7 +35,7 @@ def main() -> int:
         if setting == "stop":
             return 0
         override: dict[str, object] = {"prefill_tps": float(setting), "output_tokens": 24}
-        if calls % 10 == 9:
+        if calls % 10 == 0:  # the first call too: both paths have errors from the start
             override["fault"] = "server_error"
         with agent_latency.task("fix-tests"):
             # A client per task, as many agents do: one new connection per task.

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from test_cli import BASE, SECOND, _llm_attrs, _span
 
-import agent_latency.report as report
 from agent_latency import _log, semconv
 from agent_latency.report import BadInput, TraceFileError, summarize_sources
+from agent_latency.report import _load as report_load
 from agent_latency.report import _parallel as parallel
 from agent_latency.report._cli import Progress
 from agent_latency.report._summary import task_json
@@ -99,13 +99,13 @@ def no_other_threads(monkeypatch: pytest.MonkeyPatch) -> None:
 def in_parts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the reads done in parts (so a test knows it did not fall back)."""
     calls: list[int] = []
-    real = report.summarize_in_parts
+    real = report_load.summarize_in_parts
 
     def spy(paths, workers, *args, **kwargs):
         calls.append(workers)
         return real(paths, workers, *args, **kwargs)
 
-    monkeypatch.setattr(report, "summarize_in_parts", spy)
+    monkeypatch.setattr(report_load, "summarize_in_parts", spy)
     return calls
 
 
