@@ -113,10 +113,11 @@ servers: $(SERVERS_BIN)/.built
 
 # Prometheus and Alertmanager report the release they were built from (`--version`, from
 # the module's VERSION file, as their own release builds stamp it; the module is downloaded
-# first, and a missing VERSION fails the build rather than stamping an empty version). Alertmanager's module
-# lacks its compiled web UI (ui/app/dist, which it embeds): it is built from a vendor copy
-# with a placeholder page there, so it serves the API only, as the other builds here do
-# (`go mod vendor -e` reports the missing files it is about to get: expected).
+# first, and a missing VERSION fails the build rather than stamping an empty version).
+# Alertmanager's module lacks its compiled web UI (ui/app/dist, which it embeds): it is
+# built from a vendor copy with a placeholder page there, so it serves the API only, as the
+# other builds here do (`go mod vendor -e` reports the missing files it is about to get:
+# expected).
 AM_UI := vendor/github.com/prometheus/alertmanager/ui/app/dist
 $(SERVERS_BIN)/.built: $(SERVER_SOURCES) deploy/servers/alertmanager/ui-placeholder.html
 	@mkdir -p $(SERVERS_BIN)
