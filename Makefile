@@ -174,26 +174,34 @@ test: system-packages servers $(VENV)/.test-installed $(LEGACY)/.test-installed 
 # The core suites on each CPython 3.10-3.13 that pyenv has here (the newest patch release of
 # each), in a venv of its own with [test] (.venv-test-pyX.Y); the version .venv runs is
 # skipped (test-current runs the whole suite on it), and a version that is not installed is
-# one line, not a failure.  CORE_PYTHONS="3.13" runs one.
+# one line, not a failure.  The versions run side by side (most of the suites' time is
+# waiting on servers), without the tests marked slow (test-current runs those), each into
+# .venv-test-pyX.Y/core.log; each one's last line is printed, and any that failed fails the
+# target once all are done.  CORE_PYTHONS="3.13" runs one.
 CORE_SUITES ?= tests/instrumentation tests/tools tests/network tests/budget tests/report
 CORE_PYTHONS ?= 3.10 3.11 3.12 3.13
 PYENV_VERSIONS_DIR = $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions
 test-pythons: $(VENV)/.test-installed
 	@main=$$($(VENV)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	ran=""; \
 	for v in $(CORE_PYTHONS); do \
 	  if [ "$$v" = "$$main" ]; then \
 	    echo "Python $$v: skipped here (make test-current runs the whole suite on it)"; continue; fi; \
 	  p=$$(ls -d $(PYENV_VERSIONS_DIR)/$$v.*/bin/python 2>/dev/null | sort -V | tail -n 1); \
 	  if [ -z "$$p" ]; then echo "Python $$v: not installed here (pyenv versions), skipped"; \
 	    continue; fi; \
-	  venv=.venv-test-py$$v; \
-	  if [ ! -f $$venv/.installed ]; then \
-	    $$p -m venv --clear $$venv && $$venv/bin/python -m pip install -q --upgrade pip && \
-	    $$venv/bin/python -m pip install -q -e '.[test]' && touch $$venv/.installed || exit 1; \
-	  fi; \
-	  echo "== core suites on $$($$venv/bin/python -V)"; \
-	  $$venv/bin/python -m pytest -q -p no:cacheprovider $(CORE_SUITES) $(PYTEST_ARGS) || exit 1; \
-	done
+	  venv=.venv-test-py$$v; ran="$$ran $$venv"; rm -f $$venv/core.status; \
+	  ( if [ ! -f $$venv/.installed ]; then \
+	      $$p -m venv --clear $$venv && $$venv/bin/python -m pip install -q --upgrade pip && \
+	      $$venv/bin/python -m pip install -q -e '.[test]' && touch $$venv/.installed; fi && \
+	    $$venv/bin/python -V && $$venv/bin/python -m pytest -q -p no:cacheprovider \
+	      -m "not slow" $(CORE_SUITES) $(PYTEST_ARGS); echo $$? > $$venv/core.status \
+	  ) > $$venv.log 2>&1 & \
+	done; wait; failed=""; \
+	for venv in $$ran; do \
+	  echo "== core suites on $$(head -n 1 $$venv.log): $$(tail -n 1 $$venv.log)"; \
+	  [ "$$(cat $$venv/core.status 2>/dev/null)" = 0 ] || failed="$$failed $$venv"; done; \
+	if [ -n "$$failed" ]; then echo "failed:$$failed (their logs: <venv>.log)"; exit 1; fi
 
 # The rule set is [tool.ruff.lint] in pyproject.toml; checks only, never reformats.
 LINT_PATHS ?= src tests benchmarks deploy
