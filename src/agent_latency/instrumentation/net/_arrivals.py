@@ -333,11 +333,11 @@ class Arrivals:
                 pace = self.pace()
             if pace is not None:
                 t = t_obs - later * pace
-            # No pace known (the whole stream came in one block while the client was busy, a
-            # process's first call): dated at the observation, its latest possible time, the
-            # window its bound.  Spread over the wait instead, the client's own delay would
-            # pass for output generation; this way only the split inside the server's time
-            # is unsure, and the prefill seen is never below the server's.
+            else:
+                # No pace known: the coalesced events spread evenly over their window.
+                inside = later + bisect_right(ends, offset) - bisect_right(
+                    ends, cums[j - 1] if j else -1)
+                t = low + (t_obs - low) * (inside - later) / inside
         t = max(t, low)
         source = AT_READ if self.kind[j] == READ and not (later and paced) else ESTIMATED
         return Arrival(t, source, max(t - low, 0.0))
