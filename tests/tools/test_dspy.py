@@ -91,7 +91,7 @@ class TestReAct:
     and each request the server served is one LLM call."""
 
     # An open defect, found by the core suites on 3.12 and 3.13 (make test-pythons): there a
-    # request can get two LLM spans (the socket layer's and litellm's).
+    # ReAct run counts two LLM calls where the server served one (cause not yet found).
     @pytest.mark.xfail(sys.version_info >= (3, 12), strict=False,
                        reason="two LLM spans for one request on 3.12+: an open defect")
     def test_react(self, dspy_otel, sim):
