@@ -538,7 +538,7 @@ class _Seen:
 
 def _exchange() -> tuple[Any, _Seen]:
     from agent_latency.instrumentation.net import Attempt
-    from agent_latency.instrumentation.net._exchanges import Exchange
+    from agent_latency.instrumentation.net._exchange import Exchange
 
     seen = _Seen()
     return Exchange(seen, Attempt("127.0.0.1", 80)), seen

@@ -14,9 +14,9 @@ back off it: the wire as seen by clients that no higher layer sees (``http.clien
   socket moved to a subclass of the socket's own class (``__class__`` assignment: the same
   layout) whose ``sendall``, ``recv``, ``recv_into`` and ``close`` feed the exchange.  The
   socket is moved back when the response ends: every other socket's reads cost nothing.
-- The response is parsed as it is read (status line, headers, a ``Content-Length`` or
-  chunked body, or a body that ends with the connection) and handed to the recogniser's
-  :class:`Observer` as de-chunked bytes with the time the read returned.
+- The response is parsed as it is read (``_exchange``: status line, headers, a
+  ``Content-Length`` or chunked body, or a body that ends with the connection) and handed to
+  the recogniser's :class:`Observer` as de-chunked bytes with the time the read returned.
 
 - The event loop's transports (``asyncio`` streams and protocols, plain and TLS): their
   ``write`` is patched the same way; a recognised request's protocol object gets its own
@@ -34,62 +34,21 @@ import socket
 import ssl
 from collections.abc import Callable
 from time import perf_counter
-from typing import Any, Protocol
+from typing import Any
 
 from ..._log import internal_error
 from .._shared import SharedPatch
 from ._attempt import Attempt
 from ._context import CURRENT
+from ._exchange import IN_FLIGHT as _exchanges
+from ._exchange import Exchange, Observer, Request, ResponseCut, parse_headers
 from ._sockets import PATCH as sockets_patch
 from ._sockets import take_setup, want_setups
 
 # A request head longer than this (in the first buffer written) is not looked at.
 _HEAD_CAP = 16 * 1024
-# Request and response bodies kept for the observer, at most (longer: None).
-_BODY_CAP = 8 * 1024 * 1024
 # Exchanges in flight at once, at most (the oldest is let go past it).
 _IN_FLIGHT_CAP = 1024
-
-
-class Request:
-    """A request being written: what the recogniser is shown."""
-
-    __slots__ = ("headers", "host", "method", "path", "port", "secure", "t_start", "target")
-
-    def __init__(self, method: str, target: str, headers: dict[str, str], host: str,
-                 port: int, secure: bool, t_start: float) -> None:
-        self.method = method
-        self.target = target  # as written: path and query
-        self.path = target.partition("?")[0]
-        self.headers = headers  # names lower-cased
-        self.host = host
-        self.port = port
-        self.secure = secure
-        # When it started: its new connection's setup, else its first byte.
-        self.t_start = t_start
-
-
-class Observer(Protocol):
-    """What the recogniser returns for a request it takes (an owner of the attempt)."""
-
-    def add_attempt(self, attempt: Attempt) -> None:
-        """The attempt that carries the request."""
-
-    def header_lines(self) -> bytes:
-        """Header lines (each ending ``\\r\\n``) to add to the request, or ``b""``."""
-
-    def request_body(self, body: bytes | None) -> None:
-        """The request's body, written in full (None: too long, or not delimited)."""
-
-    def response_head(self, status: int, headers: dict[str, str], t: float) -> None:
-        """The response's status and headers (names lower-cased) were read at ``t``."""
-
-    def response_data(self, data: bytes, t: float) -> None:
-        """Body bytes (de-chunked) read at ``t``."""
-
-    def response_end(self, t: float, error: BaseException | None) -> None:
-        """The response ended at ``t`` (its last byte read), or was cut (``error``)."""
-
 
 #: ``recognise(request) -> Observer | None``.
 Recogniser = Callable[[Request], "Observer | None"]
@@ -99,195 +58,7 @@ Accepts = Callable[[str], bool]
 _recogniser: Recogniser | None = None
 _accepts: Accepts | None = None
 
-
-class ResponseCut(ConnectionError):
-    """The connection closed before the response ended."""
-
-
-def _parse_headers(lines: list[bytes]) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for line in lines:
-        name, sep, value = line.partition(b":")
-        if sep:
-            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-    return headers
-
-
-# -- one exchange ---------------------------------------------------------------------------
-_HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILER, _UNTIL_CLOSE, _DONE = range(8)
-
-
-class Exchange:
-    """One request and its response on one connection (a socket, or an event loop's
-    transport)."""
-
-    __slots__ = ("attempt", "body", "body_left", "chunk_left", "holder", "kept", "observer",
-                 "pending", "saved", "sent", "state", "undo")
-
-    def __init__(self, observer: Observer, attempt: Attempt) -> None:
-        # What carries it (the socket or the transport, its key in ``_exchanges``), how it is
-        # let go at the end (``undo(exchange)``) and what that puts back.
-        self.holder: Any = None
-        self.undo: Callable[[Exchange], None] | None = None
-        self.saved: Any = None
-        self.observer = observer
-        self.attempt = attempt
-        self.body: list[bytes] | None = []
-        self.kept = 0  # request body bytes kept
-        self.body_left: int | None = 0  # request body bytes still to be written; None: unknown
-        self.sent = False
-        self.state = _HEAD
-        self.pending = b""
-        self.chunk_left = 0
-
-    # -- the request ----------------------------------------------------------------------
-    def wrote(self, data: Any) -> None:
-        """Request body bytes written (after the head)."""
-        size = memoryview(data).nbytes
-        body = self.body
-        if body is not None:
-            self.kept += size
-            if self.kept > _BODY_CAP:
-                self.body = None
-            else:
-                body.append(bytes(data))
-        if self.body_left is not None:
-            self.body_left -= size
-
-    def request_written(self, t: float) -> None:
-        """A write returned at ``t``: when the body is all out, the request was sent."""
-        self.attempt.sent(t)
-        if self.body_left is not None and self.body_left <= 0 and not self.sent:
-            self._request_done()
-
-    def _request_done(self) -> None:
-        self.sent = True
-        body, self.body = self.body, None
-        try:
-            self.observer.request_body(b"".join(body) if body is not None
-                                       and self.body_left is not None else None)
-        except Exception:  # noqa: BLE001
-            internal_error("wire.request")
-
-    # -- the response ------------------------------------------------------------------------
-    def received(self, data: bytes, t: float) -> None:
-        """Bytes read off the socket at ``t`` (``b""``: the peer closed)."""
-        if not self.sent:
-            self._request_done()
-        if not data:
-            if self.state == _UNTIL_CLOSE:
-                self.end(t, None)
-            elif self.state != _DONE:
-                self.end(t, ResponseCut("the connection closed before the response ended"))
-            return
-        buf = self.pending + data if self.pending else data
-        self.pending = b""
-        observer = self.observer
-        while buf and self.state != _DONE:
-            state = self.state
-            if state == _HEAD:
-                end = buf.find(b"\r\n\r\n")
-                if end < 0:
-                    self.pending = buf
-                    return
-                head, buf = buf[:end], buf[end + 4:]
-                self._head(head, t)
-            elif state == _LENGTH:
-                take = buf[:self.chunk_left]
-                buf = buf[len(take):]
-                self.chunk_left -= len(take)
-                observer.response_data(take, t)
-                if self.chunk_left <= 0:
-                    self.end(t, None)
-            elif state == _UNTIL_CLOSE:
-                observer.response_data(buf, t)
-                return
-            elif state == _CHUNK_SIZE:
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    self.pending = buf
-                    return
-                size = int(buf[:end].split(b";", 1)[0].strip() or b"0", 16)
-                buf = buf[end + 2:]
-                if size == 0:
-                    self.state = _TRAILER
-                else:
-                    self.chunk_left = size
-                    self.state = _CHUNK_DATA
-            elif state == _CHUNK_DATA:
-                take = buf[:self.chunk_left]
-                buf = buf[len(take):]
-                self.chunk_left -= len(take)
-                observer.response_data(take, t)
-                if self.chunk_left <= 0:
-                    self.state = _CHUNK_END
-            elif state == _CHUNK_END:
-                if len(buf) < 2:
-                    self.pending = buf
-                    return
-                buf = buf[2:]
-                self.state = _CHUNK_SIZE
-            else:  # _TRAILER: the body is complete; trailers are not waited for
-                self.end(t, None)
-        if self.state == _TRAILER:
-            self.end(t, None)
-
-    def _head(self, head: bytes, t: float) -> None:
-        lines = head.split(b"\r\n")
-        parts = lines[0].split(None, 2)
-        status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-        if 100 <= status < 200:
-            return  # 100 Continue and the like: the real head follows
-        headers = _parse_headers(lines[1:])
-        attempt = self.attempt
-        attempt.t_headers = attempt.t_return = t
-        attempt.status = status
-        attempt.request_id = headers.get("x-request-id") or headers.get("request-id")
-        attempt.measure_rtt()
-        self.observer.response_head(status, headers, t)
-        if status in (204, 304):
-            self.end(t, None)
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
-            self.state = _CHUNK_SIZE
-        elif "content-length" in headers:
-            try:
-                self.chunk_left = int(headers["content-length"])
-            except ValueError:
-                self.chunk_left = 0
-            self.state = _LENGTH
-            if self.chunk_left <= 0:
-                self.end(t, None)
-        else:
-            self.state = _UNTIL_CLOSE
-
-    def end(self, t: float, error: BaseException | None) -> None:
-        """The response ended (or was cut): the observer is told, the socket let go."""
-        if self.state == _DONE:
-            return
-        self.state = _DONE
-        if _exchanges.get(id(self.holder)) is self:
-            del _exchanges[id(self.holder)]
-        undo, self.undo = self.undo, None
-        if undo is not None:
-            try:
-                undo(self)
-            except Exception:  # noqa: BLE001
-                internal_error("wire.release")
-        self.holder = self.saved = None
-        attempt = self.attempt
-        attempt.t_body_done = attempt.t_received = t
-        if attempt.t_return is None:
-            attempt.t_return = t
-        if error is not None:
-            attempt.failed(error)
-        try:
-            self.observer.response_end(t, error)
-        except Exception:  # noqa: BLE001
-            internal_error("wire.end")
-
-
 # -- sockets being watched ----------------------------------------------------------------
-_exchanges: dict[int, Exchange] = {}  # by id() of the socket
 _watched_classes: dict[type, type] = {}
 _orig: dict[str, Any] = {}
 _wrappers: dict[str, Any] = {}
@@ -438,7 +209,7 @@ def _recognise(sock: Any, data: Any, secure: bool, watch: Callable[[], bool],
     if end < 0:
         return None
     lines = raw[:end].split(b"\r\n")
-    headers = _parse_headers(lines[1:])
+    headers = parse_headers(lines[1:])
     host, port = _server(sock, headers, secure)
     t = perf_counter()
     if not watch():
@@ -599,7 +370,7 @@ def _watch_protocol(protocol: Any, exchange: Exchange) -> None:
     def data_received(data: bytes) -> None:
         t = perf_counter()
         delivered(data)
-        if exchange.state != _DONE:
+        if not exchange.ended:
             try:
                 exchange.received(data, t)
             except Exception:  # noqa: BLE001
@@ -607,7 +378,7 @@ def _watch_protocol(protocol: Any, exchange: Exchange) -> None:
                 exchange.end(perf_counter(), None)
 
     def connection_lost(exc: BaseException | None) -> None:
-        if exchange.state != _DONE:
+        if not exchange.ended:
             try:
                 exchange.received(b"", perf_counter())
             except Exception:  # noqa: BLE001
