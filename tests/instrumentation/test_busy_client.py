@@ -22,6 +22,7 @@ import openai
 import pytest
 from llm_helpers import one_llm_span
 from machine_load import busy_slack
+from truth_log import close, truth_of
 
 from agent_latency import semconv
 from agent_latency.simulator import SimulatorConfig, SimulatorProcess
@@ -41,20 +42,6 @@ def sim() -> Iterator[SimulatorProcess]:
     with SimulatorProcess(SimulatorConfig(port=0, prefill_tps=PREFILL_TPS,
                                           output_tps=OUTPUT_TPS)) as server:
         yield server
-
-
-def truth_of(sim: SimulatorProcess, request_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        for record in sim.truth:
-            if record["request_id"] == request_id and record.get("last_token_at_mono"):
-                return record
-        time.sleep(0.05)
-    raise AssertionError(f"no truth for {request_id}")
-
-
-def close(ours: float, truth: float) -> bool:
-    return abs(ours - truth) <= max(0.010, 0.05 * truth) + busy_slack()
 
 
 def check_against_truth(span: Any, truth: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from machine_load import busy_slack
+from truth_log import close, truth_of
 
 from agent_latency import semconv
 from agent_latency.instrumentation.llm import _rates
@@ -143,20 +144,6 @@ def followed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         monkeypatch.setattr(module, "follow", spy)
     return seen
-
-
-def truth_of(sim: SimulatorProcess, request_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        for record in sim.truth:
-            if record["request_id"] == request_id and record.get("last_token_at_mono"):
-                return record
-        time.sleep(0.05)
-    raise AssertionError(f"no truth for {request_id}")
-
-
-def close(ours: float, truth: float) -> bool:
-    return abs(ours - truth) <= max(0.010, 0.05 * truth) + busy_slack()
 
 
 def one_call(otel: Any) -> Any:

@@ -1,0 +1,25 @@
+"""The simulator's truth log in timing tests: a request's record, waited for, and the
+tolerance ours is held to."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from machine_load import busy_slack
+
+
+def truth_of(sim: Any, request_id: str) -> dict[str, Any]:
+    """The finished request's truth record (the server writes it just after the response)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for record in sim.truth:
+            if record["request_id"] == request_id and record.get("last_token_at_mono"):
+                return record
+        time.sleep(0.05)
+    raise AssertionError(f"no truth for {request_id}")
+
+
+def close(ours: float, truth: float) -> bool:
+    """Within max(10 ms, 5 %) of the truth, plus the slack a busy machine needs."""
+    return abs(ours - truth) <= max(0.010, 0.05 * truth) + busy_slack()
