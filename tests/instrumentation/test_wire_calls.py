@@ -9,7 +9,6 @@ import http.client
 import json
 import os
 import select
-import shutil
 import socket
 import ssl
 import subprocess
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 from machine_load import busy_slack
+from tls_certificate import self_signed
 
 import agent_latency
 from agent_latency import semconv
@@ -451,13 +451,7 @@ class TLSFront:
 def tls_front(wire_sim: SimulatorProcess, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[tuple[TLSFront, ssl.SSLContext]]:
     """The simulator behind TLS, and a client context that trusts its certificate."""
-    if shutil.which("openssl") is None:
-        pytest.skip("no openssl command")
-    directory: Path = tmp_path_factory.mktemp("tls")
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    cert, key = self_signed(tmp_path_factory.mktemp("tls"))
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(cert, key)
     front = TLSFront(server, wire_sim.port)

@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tls_certificate import self_signed
 
 
 @pytest.fixture(scope="session")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A self-signed certificate for ``localhost`` (the openssl command line)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("no openssl command")
-    directory = tmp_path_factory.mktemp("tls")
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    return cert, key
+    return self_signed(tmp_path_factory.mktemp("tls"))
 
 
 class EchoServer:
