@@ -34,13 +34,14 @@ path real agents (mini-swe-agent, smolagents, aider) take.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from typing import Any
+
+from _callgrind import counts as callgrind_counts
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -112,21 +113,6 @@ def worker(library: str, url: str, n: int) -> None:
             dump(f"{kind}-{'on' if on else 'off'}")
 
 
-def _counts(folder: str) -> dict[str, int]:
-    out = {}
-    for path in glob.glob(os.path.join(folder, "cg.*")):
-        tag, total = None, None
-        with open(path) as f:
-            for line in f:
-                if line.startswith("desc: Trigger: "):
-                    tag = line.rsplit(" ", 1)[-1].strip()
-                elif line.startswith(("summary:", "totals:")) and total is None:
-                    total = int(line.split()[1])
-        if tag and total is not None:
-            out[tag] = total
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10, help="calls of each kind per batch")
@@ -156,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                 ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/cg.%p",
                  sys.executable, __file__, "--worker", library, "--url", sim.base_url,
                  "--n", str(args.n)], capture_output=True, text=True, timeout=3600, env=env)
-            counts = _counts(folder)
+            counts = callgrind_counts(folder)
             shutil.rmtree(folder, ignore_errors=True)
             if proc.returncode != 0 or not all(f"{k}-{s}" in counts for k in KINDS
                                                for s in ("on", "off")):

@@ -27,7 +27,6 @@ instructions in microseconds at the rate this machine runs the same unpatched lo
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import shutil
 import socket
@@ -36,6 +35,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+
+from _callgrind import counts as callgrind_counts
 
 KINDS = ("sendall", "send", "recv", "post", "connect")
 PAYLOAD = b"x" * 256
@@ -126,21 +127,6 @@ def worker(n: int) -> None:
             dump(f"{kind}-{'on' if on else 'off'}")
 
 
-def _counts(folder: str) -> dict[str, int]:
-    out = {}
-    for path in glob.glob(os.path.join(folder, "cg.*")):
-        tag, total = None, None
-        with open(path) as f:
-            for line in f:
-                if line.startswith("desc: Trigger: "):
-                    tag = line.rsplit(" ", 1)[-1].strip()
-                elif line.startswith(("summary:", "totals:")) and total is None:
-                    total = int(line.split()[1])
-        if tag and total is not None:
-            out[tag] = total
-    return out
-
-
 def _native_seconds(n: int) -> dict[str, float]:
     """Seconds per batch of each kind, unpatched, timed here (best of five)."""
     batches = operations(n)
@@ -171,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/cg.%p",
          sys.executable, __file__, "--worker", "--n", str(args.n)],
         capture_output=True, text=True, timeout=3600)
-    counts = _counts(folder)
+    counts = callgrind_counts(folder)
     shutil.rmtree(folder, ignore_errors=True)
     if proc.returncode != 0 or not all(f"{k}-{s}" in counts for k in KINDS
                                        for s in ("on", "off")):
