@@ -424,8 +424,12 @@ class TLSFront:
 
     def _forward(self, conn: socket.socket) -> None:
         try:
+            # Without TCP_NODELAY, Nagle holds each small SSE write until the client's
+            # delayed ACK (40 ms on Linux): time a real front (nginx, uvicorn) never adds.
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             tls = self.context.wrap_socket(conn, server_side=True)
             plain = socket.create_connection(("127.0.0.1", self.upstream))
+            plain.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             while True:
                 ready, _, _ = select.select([tls, plain], [], [], 30)
                 if not ready:
