@@ -200,6 +200,7 @@ test-pythons: $(VENV)/.test-installed
 	done; wait; failed=""; \
 	for venv in $$ran; do \
 	  echo "== core suites on $$(head -n 1 $$venv.log): $$(tail -n 1 $$venv.log)"; \
+	  grep -E '^(FAILED|ERROR) ' $$venv.log | head -n 20; \
 	  [ "$$(cat $$venv/core.status 2>/dev/null)" = 0 ] || failed="$$failed $$venv"; done; \
 	if [ -n "$$failed" ]; then echo "failed:$$failed (their logs: <venv>.log)"; exit 1; fi
 

@@ -61,25 +61,14 @@ AGENTS = [
           "smolagents_shell.json", SHELL, modules=("smolagents", "litellm"), **SMOLAGENTS),
 ]
 
-# An open defect, not a pass: a process's first litellm stream, read after 0.4 s of the
-# client's own parsing, can arrive wholly in one block the watcher could not stamp (the GIL
-# held in C code, a loaded machine); with no pace seen its events are spread over the wait,
-# and the client's delay passes for output generation. Seen in about half the runs at load 4.
-FIRST_STREAM_IN_ONE_BLOCK = {"smolagents-litellm-stream"}
-
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("agent", AGENTS, ids=lambda a: a.id)
-def test_agent_run_is_one_task_with_true_llm_and_tool_spans(tmp_path, simulators, agent, mode,
-                                                            request):
+def test_agent_run_is_one_task_with_true_llm_and_tool_spans(tmp_path, simulators, agent, mode):
     """Pins, per agent and mode: one task with a budget that adds up, one accurate LLM span
     per served request carrying its traceparent, one process span per shell command."""
     for module in agent.modules:
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed")
-    if agent.id in FIRST_STREAM_IN_ONE_BLOCK:
-        request.applymarker(pytest.mark.xfail(
-            reason="first stream read in one block with no pace seen (an open defect)",
-            strict=False))
     run = run_agent(agent, mode, tmp_path, simulators(agent.script))
     check_agent_run(run)

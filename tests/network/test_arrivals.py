@@ -304,3 +304,54 @@ class TestWatcher:
         # Dated back, within two paces of its send (the bound says how far it may be off).
         assert abs(first.t - sent[0]) <= 0.045, (first, sent[0], paused)
         assert first.t - first.bound <= sent[0] + CLOCK_SLACK
+
+    def test_quiet_ticks_bound_a_wait_held_in_c(self, pair) -> None:
+        """Bytes that land while C code holds the GIL are dated no earlier than the watcher's
+        last quiet tick before it, not back to the start of the wait."""
+        client, server = pair
+        server_fd = os.dup(server.fileno())
+        go_r, go_w = os.pipe()
+        script = (
+            "import os, socket, sys, time\n"
+            "s = socket.socket(fileno=int(sys.argv[1]))\n"
+            "os.read(int(sys.argv[2]), 1)\n"
+            "time.sleep(0.25)\n"
+            "for n in range(4):\n"
+            "    t = time.perf_counter(); s.sendall(b'data: {\"n\": %d}\\n\\n' % n)\n"
+            "    print(t, flush=True)\n"
+            "    time.sleep(0.005)\n"
+        )
+        writer = subprocess.Popen([sys.executable, "-c", script, str(server_fd), str(go_r)],
+                                  pass_fds=(server_fd, go_r), stdout=subprocess.PIPE, text=True)
+        os.close(server_fd)
+        os.close(go_r)
+        values = [((i * 7919) % 1_000_003) / 7.0 for i in range(3_000_000)]
+        arrivals = Arrivals(client)
+        arrivals.ticked = True
+        WATCHER.watch(arrivals)
+        try:
+            os.write(go_w, b"g")
+            time.sleep(0.15)  # the GIL free: the watcher ticks, nothing has come
+            held_from = perf_counter()
+            sorted(values)  # C code that never lets the GIL go
+            held_to = perf_counter()
+            out, _ = writer.communicate(timeout=30)
+            data = b""
+            while len(data) < sum(len(event(n)) for n in range(4)):
+                data += client.recv(4096)
+            arrivals.read(data, perf_counter())
+        finally:
+            WATCHER.unwatch(arrivals)
+            os.close(go_w)
+        arrivals.scan()
+        sent = [float(line) for line in out.split()]
+        if not held_from + 0.01 < sent[0] and sent[-1] < held_to:
+            pytest.skip(f"the hold ({held_to - held_from:.3f} s) did not cover the sends")
+        first = arrivals.arrival(arrivals.ends[0], waited=True)
+        assert first is not None and first.source == "estimated", arrivals.cum
+        earliest = first.t - first.bound
+        # The window opens at the last tick before the hold, not at the wait's start
+        # (0.15 s earlier); and it is honest: the bytes came after it.
+        assert held_from - 0.02 <= earliest <= sent[0] + CLOCK_SLACK, (earliest, held_from)
+        assert earliest <= first.t <= sent[-1] + CLOCK_SLACK
+

@@ -107,7 +107,10 @@ class SimulatorProcess:
         path = Path(str(self.config.truth_path))
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        text = path.read_text()
+        # Whole lines only: the child may be writing the next record right now.
+        complete = text[:text.rfind("\n") + 1]
+        return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
     def clear_truth(self) -> None:
         """Forget the records written so far (the truth file is left alone)."""

@@ -74,7 +74,7 @@ def start(chunks: Any) -> None:
     # lands, and a sync client may still be at work between sending and its first read (a
     # process's first call parses and imports for tenths of a second): the kernel's stamp of
     # a queue read late dates only its newest bytes.
-    following.watch()
+    following.watch(ticks=True)
     chunks.cpu_at = (process_time(), thread_time(), perf_counter())
     mode = call.settings.arrivals
     if mode == "always":
@@ -108,7 +108,7 @@ def first_output(chunks: Any) -> None:
             if elapsed > 0 and others / elapsed >= _BUSY_THREADS:
                 chunks.busy = True
         if chunks.busy:
-            following.watch()
+            following.watch(ticks=False)  # the prefill's wait is over: the pace dates now
         else:
             _stop(chunks)
     except Exception:  # noqa: BLE001
@@ -168,7 +168,7 @@ def _first(arrivals: Arrivals, call: Any) -> Arrival | None:
     offset = arrivals.first_output()
     if offset is None:
         return None
-    return arrivals.arrival(offset, _pace(call, arrivals, offset - 1))
+    return arrivals.arrival(offset, _pace(call, arrivals, offset - 1), waited=True)
 
 
 def finish(chunks: Any, call: Any) -> None:

@@ -20,12 +20,18 @@ block's event separators, mapped from its plaintext to the TCP bytes it consumed
 bytes without TLS; in proportion with it, less what the reader's layers took off the socket
 and hold undecrypted), and an owner's classifier says which events carry output.
 
+A third kind of knowledge bounds them from below: the watcher's ticks (``quiet``), moments
+at which it looked and nothing new had arrived.  While the reader is away and the GIL comes
+free now and then (a client parsing in Python, a busy event loop), a tick every few
+milliseconds shows that what came later arrived after it, however long the watcher then
+waited for the GIL to stamp it.
+
 An event's arrival is then the first observation that covers its last byte: exact
 (``measured``) when it was the newest byte of a kernel observation; when several events
 were coalesced into one observation, the earlier ones are dated back from the newest at the
 pace the exact observations of the same connection show (``estimated``), never before the
-previous observation; a read's time is ``read``.  Each comes with its bound: how early the
-bytes may have arrived.
+previous observation or the last quiet tick before it; a read's time is ``read``.  Each
+comes with its bound: how early the bytes may have arrived.
 """
 
 from __future__ import annotations
@@ -96,9 +102,10 @@ class Arrivals:
     around the client's reads, ``observe`` by the tap before a read and by the watcher.
     """
 
-    __slots__ = ("__weakref__", "_blocks", "_pending", "_scanner", "classify", "consumed",
-                 "cum", "ends", "family", "fd", "kind", "outputs", "plain", "reads", "sock",
-                 "stamping", "t", "t_sent", "t_start", "tls", "watched")
+    __slots__ = ("__weakref__", "_blocks", "_pending", "_quiet_at", "_received", "_scanner",
+                 "classify", "consumed", "cum", "ends", "family", "fd", "kind", "outputs",
+                 "plain", "quiet", "reads", "sock", "stamping", "t", "t_sent", "t_start", "ticked",
+                 "tls", "watched")
 
     def __init__(self, sock: Any) -> None:
         self.t_start = perf_counter()  # nothing read from now on arrived before it
@@ -109,8 +116,13 @@ class Arrivals:
         self.cum: list[int] = []
         self.t: list[float] = []
         self.kind: list[int] = []
+        # Per observation, the last quiet tick before it (nothing beyond the previous
+        # observation had arrived then), or 0.0.
+        self.quiet: list[float] = []
         received = tcp_bytes_received(sock)
         self.consumed = (received - _queued(self.fd)) if received is not None else 0
+        self._received = received  # the last count of bytes received seen
+        self._quiet_at: tuple[float, int] | None = None  # (tick, bytes received by then)
         self.plain = 0
         # Wire offsets where each data event ends, in order, and (``classify(event bytes) ->
         # bool``, set by the owner) those of the events that carry output.  Both are found
@@ -127,6 +139,8 @@ class Arrivals:
         # and a read's wire offsets need no system call).
         self.tls = True
         self.watched = False
+        # Whether the watcher's quiet ticks are wanted (a stream's first token awaited).
+        self.ticked = False
         # When the request's last byte left (the kernel's transmit stamp), while a request
         # is being written on the connection.
         self.t_sent: float | None = None
@@ -162,19 +176,38 @@ class Arrivals:
         received = tcp_bytes_received(self.sock)
         got = peek_queued(self.fd, self.family)
         if got is None:
+            self._received = received  # all taken by the reader: no news for the ticks
             return 0
         size, t = got
         if t is not None and received is not None:
             self._add(received, t, KERNEL)
+        self._received = received
         return size
+
+    def tick(self) -> None:
+        """The watcher looked without an arrival to wake it: a quiet moment when nothing new
+        had come, else an observation."""
+        t = perf_counter()  # before the count: bytes counted later came after it, or at it
+        received = tcp_bytes_received(self.sock)
+        if received is None:
+            return
+        if received == self._received:
+            self._quiet_at = (t, received)
+        else:
+            self.observe()
 
     def _add(self, cum: int, t: float, kind: int) -> None:
         cums = self.cum
         if cums and cum <= cums[-1]:
             return  # nothing newer than what is known
+        quiet = self._quiet_at
+        # A tick bounds this observation's bytes only if nothing it counted is uncovered:
+        # bytes received but not in an observation yet may have come before the tick.
+        covered = cums[-1] if cums else self.consumed
         cums.append(cum)
         self.t.append(t)
         self.kind.append(kind)
+        self.quiet.append(quiet[0] if quiet is not None and quiet[1] <= covered else 0.0)
 
     # -- reads ---------------------------------------------------------------------------
     def taken(self, t: float) -> None:
@@ -183,6 +216,7 @@ class Arrivals:
         received = tcp_bytes_received(self.sock)
         if received is not None:
             self._add(received - _queued(self.fd), t, READ)
+            self._received = received
 
     def read(self, data: bytes, t: float, above: int = 0) -> None:
         """The client took ``data`` (plaintext) at ``t``: the bytes it consumed had arrived
@@ -196,6 +230,8 @@ class Arrivals:
         if c1 < c0:
             c1 = c0
         self._add(c1, t, READ)
+        if received is not None:
+            self._received = received
         self.consumed = c1
         if data:
             self.plain += len(data)
@@ -305,19 +341,23 @@ class Arrivals:
         return median(paces)
 
     def arrival(self, offset: int, pace: float | None = None, *,
-                paced: bool = True) -> Arrival | None:
+                paced: bool = True, waited: bool = False) -> Arrival | None:
         """When the byte at wire ``offset`` (an event's last byte) arrived, or None when no
         observation covers it.
 
         ``paced``: whether the events after it came at the server's pace (output tokens
         after an output token), or right after it (the closing events after the last
-        token): only paced ones date a coalesced event back."""
+        token): only paced ones date a coalesced event back.  ``waited``: the event ends a
+        wait of unknown length (a stream's first token, after its prefill); with no pace
+        known it is then dated at the middle of its window, the least wrong guess wherever
+        in the window the wait ended, where an even share would put a long prefill's end at
+        the window's start."""
         cums = self.cum
         j = bisect_left(cums, offset)
         if j == len(cums):
             return None
         t_obs = self.t[j]
-        low = self.t[j - 1] if j else self.t_start
+        low = max(self.t[j - 1] if j else self.t_start, min(self.quiet[j], t_obs))
         ends = self.ends
         later = bisect_right(ends, cums[j]) - bisect_right(ends, offset)
         if ends and ends[-1] < cums[j] and len(ends) > 1:
@@ -333,6 +373,8 @@ class Arrivals:
                 pace = self.pace()
             if pace is not None:
                 t = t_obs - later * pace
+            elif waited:
+                t = low + (t_obs - low) / 2
             else:
                 # No pace known: the coalesced events spread evenly over their window.
                 inside = later + bisect_right(ends, offset) - bisect_right(

@@ -20,8 +20,12 @@ class Following:
         self.arrivals = arrivals
         self.untap: Untap | None = untap
 
-    def watch(self) -> None:
-        """Also stamp arrivals while the reader is away (the watcher thread)."""
+    def watch(self, *, ticks: bool | None = None) -> None:
+        """Also stamp arrivals while the reader is away (the watcher thread).  ``ticks``:
+        whether the watcher also records quiet moments (while a wait of unknown length, a
+        stream's prefill, is on); None leaves it as it was."""
+        if ticks is not None:
+            self.arrivals.ticked = ticks
         WATCHER.watch(self.arrivals)
 
     def stop(self) -> None:

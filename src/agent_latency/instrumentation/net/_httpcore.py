@@ -191,7 +191,7 @@ def _on_connection(owner: Any, connection: Any) -> None:
                 # Until the first token (the LLM layer stops it there unless the client is
                 # late): a client at work between sending and its first read, as a process's
                 # first call is, leaves the kernel only its newest bytes' stamp.
-                attempt.following.watch()
+                attempt.following.watch(ticks=True)
     except Exception:  # noqa: BLE001
         internal_error("network.connection")
 
