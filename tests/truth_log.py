@@ -20,6 +20,15 @@ def truth_of(sim: Any, request_id: str) -> dict[str, Any]:
     raise AssertionError(f"no truth for {request_id}")
 
 
+def served(sim: Any, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """The truth records once there are ``count`` of them (or the timeout): the server writes
+    each just after its response, so a fast client is back before the last is written."""
+    deadline = time.monotonic() + timeout
+    while len(sim.truth) < count and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return sim.truth
+
+
 def close(ours: float, truth: float) -> bool:
     """Within max(10 ms, 5 %) of the truth, plus the slack a busy machine needs."""
     return abs(ours - truth) <= max(0.010, 0.05 * truth) + busy_slack()

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from machine_load import busy_slack
 from tls_certificate import self_signed
+from truth_log import served as served_truth
 
 import agent_latency
 from agent_latency import semconv
@@ -66,13 +67,6 @@ def _truth(sim: SimulatorProcess, span: Any) -> dict[str, Any]:
             (record,) = found
             return record
         time.sleep(0.005)
-
-
-def _served(sim: SimulatorProcess, count: int) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 5.0
-    while len(sim.truth) < count and time.monotonic() < deadline:
-        time.sleep(0.005)
-    return sim.truth
 
 
 def _near(seen: float, truth: float) -> bool:
@@ -157,7 +151,7 @@ class TestHttpClient:
         for span in calls:
             check_phases(wire_sim, span)
         task = otel.span("invoke_agent pooled").attributes
-        served = len(_served(wire_sim, served + 3)) - served
+        served = len(served_truth(wire_sim, served + 3)) - served
         assert task[semconv.budget_count("llm_calls")] == served == 3
 
     def test_anthropic_messages(self, otel, wire_sim) -> None:
@@ -268,7 +262,7 @@ class TestOneSpanPerRequest:
                 pass
             client.chat.completions.create(model="sim-q", messages=MESSAGES, max_tokens=5)
         calls = _calls(otel)
-        assert len(calls) == len(_served(wire_sim, served + 2)) - served == 2
+        assert len(calls) == len(served_truth(wire_sim, served + 2)) - served == 2
         task = otel.span("invoke_agent sdk").attributes
         assert task[semconv.budget_count("llm_calls")] == 2
 
@@ -333,7 +327,7 @@ class TestDSPyDefaultEngine:
         with dspy.context(lm=lm), agent_latency.task("dspy"):
             for _ in range(2):
                 dspy.Predict("question -> answer")(question="What is the answer?")
-        truth = _served(wire_sim, served + 2)[served:]
+        truth = served_truth(wire_sim, served + 2)[served:]
         calls = _calls(otel)
         assert len(calls) == len(truth) == len(ended) == 2
         for span in calls:
@@ -385,7 +379,7 @@ class TestAsyncio:
         served = len(wire_sim.truth)
         with dspy.context(lm=lm), agent_latency.task("adspy"):
             await dspy.Predict("question -> answer").acall(question="What is the answer?")
-        truth = _served(wire_sim, served + 1)[served:]
+        truth = served_truth(wire_sim, served + 1)[served:]
         calls = _calls(otel)
         assert len(calls) == len(truth) == 1
         check_phases(wire_sim, calls[0], streamed=calls[0].attributes[semconv.LLM_STREAMING])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,10 +35,6 @@ def _file(tmp_path: Path) -> Path:
 class TestFastParser:
     """orjson, when installed, is only a faster route to the same spans and problems."""
 
-    # An open defect, found by the core suites on 3.12 and 3.13 (make test-pythons): there the
-    # standard library's reader keeps one span more than orjson's on the hostile file.
-    @pytest.mark.xfail(sys.version_info >= (3, 12), strict=False,
-                       reason="the two readers differ on 3.12+: an open defect")
     def test_same_spans_and_problems(self, tmp_path, monkeypatch):
         path = _file(tmp_path)
         assert _read._fast_loads is not None
@@ -49,7 +44,14 @@ class TestFastParser:
         assert fast.problems == slow.problems
         assert [(s.name, s.attributes, s.end_ns) for s in fast.spans] == [
             (s.name, s.attributes, s.end_ns) for s in slow.spans]
-        assert len(slow.spans) == 4 and any("malformed JSON" in p for p in slow.problems)
+        # The deep span is kept where the standard library parses it (3.12 on: a C stack
+        # limit, not the recursion limit) and skipped with a problem where it cannot.
+        try:
+            json.loads(path.read_text().splitlines()[-1])
+            parsed = 5
+        except RecursionError:
+            parsed = 4
+        assert len(slow.spans) == parsed and any("malformed JSON" in p for p in slow.problems)
 
     def test_turned_off_by_the_environment(self, monkeypatch):
         monkeypatch.setenv("AGENT_LATENCY_REPORT_JSON", "stdlib")
