@@ -95,6 +95,24 @@ class TestEventEnds:
         data = event(12345)
         assert self.events(data[:5], data[5:12], data[12:]) == [(len(data), data)]
 
+    def test_records_handed_over_one_by_one(self, pair) -> None:
+        """Plaintext decrypted from bytes an earlier read took off the socket (3.10's
+        asyncio TLS hands each record over in its own call) shares that read's wire bytes:
+        the first event does not end where the whole batch does."""
+        client, server = pair
+        arrivals = Arrivals(client)
+        arrivals.classify = lambda event: True
+        one, two = event(1), event(2)
+        server.sendall(one + two)
+        data = b""
+        while len(data) < len(one + two):
+            data += client.recv(4096)  # all of it off the socket at once, as the loop does
+        arrivals.read(one, perf_counter())
+        arrivals.read(two, perf_counter())
+        arrivals.scan()
+        start = arrivals.cum[0] - len(one + two)
+        assert arrivals.ends == [start + len(one), start + len(one + two)]
+
 
 class TestKernelStamps:
     """The receive queue's newest stamp is the sender's time; coalesced ones are dated back."""

@@ -312,18 +312,11 @@ class TestPooledConnections:
         tapped_again(otel, followed, "aiohttp")
 
 
-# An open defect, found by the core suites on 3.10 (make test-pythons): aiohttp over TLS on
-# CPython 3.10 dates the first token outside the truth's bounds.
-AIOHTTP_TLS_310 = pytest.mark.xfail(sys.version_info < (3, 11),
-                                    reason="aiohttp over TLS on 3.10: an open defect",
-                                    strict=False)
-
-
 class TestAiohttp:
     """aiohttp streams whose event loop is blocked as the first token lands: the watcher
     stamps the arrivals meanwhile."""
 
-    @pytest.mark.parametrize("secure", [False, pytest.param(True, marks=AIOHTTP_TLS_310)],
+    @pytest.mark.parametrize("secure", [False, True],
                              ids=["http", "tls"])
     def test_plain_client(self, otel: Any, sim: SimulatorProcess, followed: list[str],
                           secure: bool, request: pytest.FixtureRequest) -> None:
@@ -353,7 +346,7 @@ class TestAiohttp:
         check(otel, sim, window[0])
 
     @pytest.mark.skipif(litellm is None, reason="litellm is not installed")
-    @pytest.mark.parametrize("secure", [False, pytest.param(True, marks=AIOHTTP_TLS_310)],
+    @pytest.mark.parametrize("secure", [False, True],
                              ids=["http", "tls"])
     def test_litellm_acompletion(self, otel: Any, sim: SimulatorProcess,
                                  followed: list[str], secure: bool,

@@ -235,8 +235,16 @@ class Arrivals:
         self.consumed = c1
         if data:
             self.plain += len(data)
-            if self._pending < _PENDING_CAP:
-                self._blocks.append((c0, c1, data))
+            blocks = self._blocks
+            if c1 == c0 and blocks and blocks[-1][1] == c0:
+                # No wire bytes of its own: decrypted from what an earlier read took off the
+                # socket (Python 3.10's asyncio TLS hands each record over in its own call),
+                # so the two share that read's wire bytes in proportion.
+                b0, b1, held = blocks.pop()
+                blocks.append((b0, b1, held + data))
+                self._pending += len(data)
+            elif self._pending < _PENDING_CAP:
+                blocks.append((c0, c1, data))
                 self._pending += len(data)
         self.reads += 1
 
