@@ -166,7 +166,9 @@ TEST_PARTS := lint typecheck test-current test-legacy docs-check test-pythons
 test: system-packages servers $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed \
       $(FRAMEWORKS)/.test-installed $(PHOENIX)/.test-installed pythons
 	@failed=""; for part in $(TEST_PARTS); do \
-	  echo "== make $$part"; $(MAKE) --no-print-directory $$part || failed="$$failed $$part"; \
+	  echo "== make $$part"; started=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$part || failed="$$failed $$part"; \
+	  echo "== make $$part: $$(( $$(date +%s) - started )) s"; \
 	done; \
 	if [ -n "$$failed" ]; then echo; for part in $$failed; do echo "make test: FAILED: make $$part"; \
 	  done; exit 1; fi; echo "make test: every part passed ($(TEST_PARTS))"
