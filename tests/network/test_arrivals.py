@@ -51,6 +51,29 @@ def within(t: float, window: tuple[float, float]) -> bool:
     return window[0] - CLOCK_SLACK <= t <= window[1] + CLOCK_SLACK
 
 
+def gated_writer(server: socket.socket, sends: str) -> tuple[subprocess.Popen[str], int]:
+    """Another process that writes to ``server``'s socket once the returned pipe end is
+    written to (its own GIL: it sends while this process's is held), running ``sends`` with
+    ``s`` the socket; it prints each send's ``perf_counter`` time."""
+    server_fd = os.dup(server.fileno())
+    go_r, go_w = os.pipe()
+    script = ("import os, socket, sys, time\n"
+              "s = socket.socket(fileno=int(sys.argv[1]))\n"
+              "os.read(int(sys.argv[2]), 1)\n" + sends)
+    writer = subprocess.Popen([sys.executable, "-c", script, str(server_fd), str(go_r)],
+                              pass_fds=(server_fd, go_r), stdout=subprocess.PIPE, text=True)
+    os.close(server_fd)
+    os.close(go_r)
+    return writer, go_w
+
+
+def receive(client: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        data += client.recv(4096)
+    return data
+
+
 class TestEventEnds:
     """Where SSE events end in the bytes a client reads, whatever the reads' boundaries."""
 
@@ -104,9 +127,7 @@ class TestEventEnds:
         arrivals.classify = lambda event: True
         one, two = event(1), event(2)
         server.sendall(one + two)
-        data = b""
-        while len(data) < len(one + two):
-            data += client.recv(4096)  # all of it off the socket at once, as the loop does
+        receive(client, len(one + two))  # all of it off the socket at once, as the loop does
         arrivals.read(one, perf_counter())
         arrivals.read(two, perf_counter())
         arrivals.scan()
@@ -278,21 +299,11 @@ class TestWatcher:
         """Bytes that land during a garbage collection (nobody can stamp them then) are
         dated back from the newest stamp at the pace the later ones show."""
         client, server = pair
-        server_fd = os.dup(server.fileno())
-        go_r, go_w = os.pipe()
-        script = (
-            "import os, socket, sys, time\n"
-            "s = socket.socket(fileno=int(sys.argv[1]))\n"
-            "os.read(int(sys.argv[2]), 1)\n"
+        writer, go_w = gated_writer(server, (
             "for n in range(8):\n"
             "    time.sleep(0.02)\n"
             "    t = time.perf_counter(); s.sendall(b'data: {\"n\": %d}\\n\\n' % n)\n"
-            "    print(t, flush=True)\n"
-        )
-        writer = subprocess.Popen([sys.executable, "-c", script, str(server_fd), str(go_r)],
-                                  pass_fds=(server_fd, go_r), stdout=subprocess.PIPE, text=True)
-        os.close(server_fd)
-        os.close(go_r)
+            "    print(t, flush=True)\n"))
         heap = [[i] for i in range(600_000)]
         arrivals = Arrivals(client)
         WATCHER.watch(arrivals)
@@ -302,10 +313,7 @@ class TestWatcher:
             gc.collect()
             paused = perf_counter() - started
             out, _ = writer.communicate(timeout=30)
-            data = b""
-            while len(data) < sum(len(event(n)) for n in range(8)):
-                data += client.recv(4096)
-            arrivals.read(data, perf_counter())
+            arrivals.read(receive(client, sum(len(event(n)) for n in range(8))), perf_counter())
         finally:
             WATCHER.unwatch(arrivals)
             os.close(go_w)
@@ -327,22 +335,12 @@ class TestWatcher:
         """Bytes that land while C code holds the GIL are dated no earlier than the watcher's
         last quiet tick before it, not back to the start of the wait."""
         client, server = pair
-        server_fd = os.dup(server.fileno())
-        go_r, go_w = os.pipe()
-        script = (
-            "import os, socket, sys, time\n"
-            "s = socket.socket(fileno=int(sys.argv[1]))\n"
-            "os.read(int(sys.argv[2]), 1)\n"
+        writer, go_w = gated_writer(server, (
             "time.sleep(0.25)\n"
             "for n in range(4):\n"
             "    t = time.perf_counter(); s.sendall(b'data: {\"n\": %d}\\n\\n' % n)\n"
             "    print(t, flush=True)\n"
-            "    time.sleep(0.005)\n"
-        )
-        writer = subprocess.Popen([sys.executable, "-c", script, str(server_fd), str(go_r)],
-                                  pass_fds=(server_fd, go_r), stdout=subprocess.PIPE, text=True)
-        os.close(server_fd)
-        os.close(go_r)
+            "    time.sleep(0.005)\n"))
         values = [((i * 7919) % 1_000_003) / 7.0 for i in range(3_000_000)]
         arrivals = Arrivals(client)
         arrivals.ticked = True
@@ -354,10 +352,7 @@ class TestWatcher:
             sorted(values)  # C code that never lets the GIL go
             held_to = perf_counter()
             out, _ = writer.communicate(timeout=30)
-            data = b""
-            while len(data) < sum(len(event(n)) for n in range(4)):
-                data += client.recv(4096)
-            arrivals.read(data, perf_counter())
+            arrivals.read(receive(client, sum(len(event(n)) for n in range(4))), perf_counter())
         finally:
             WATCHER.unwatch(arrivals)
             os.close(go_w)
