@@ -11,6 +11,7 @@ task (:func:`end_held`).
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,28 @@ def release(task_id: int, key: int) -> None:
         held.pop(key, None)
         if not held:
             _held.pop(task_id, None)
+
+
+# Work a garbage collection found (a stream dropped unfinished): run at the next safe point,
+# a call's start or a task's end, never inside the collection.  A finalizer runs wherever
+# the collection began, maybe under a lock the SDK holds (its tracer provider's, taken while
+# it builds a tracer): ending a span there waited on that lock for ever.
+_later: deque[Callable[[], object]] = deque()
+
+
+def later(work: Callable[[], object]) -> None:
+    """Run ``work()`` at the next safe point (it guards itself)."""
+    _later.append(work)
+
+
+def run_later() -> None:
+    """Run the work :func:`later` put off (cheap when there is none)."""
+    while _later:
+        try:
+            work = _later.popleft()
+        except IndexError:  # another thread took the last one
+            return
+        work()
 
 
 def end_held(task_id: int) -> None:

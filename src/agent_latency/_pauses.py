@@ -65,6 +65,13 @@ class Pauses:
                 except Exception:  # noqa: BLE001, S110 - a listener must not break the collector
                     pass
 
+    def collecting(self) -> bool:
+        """Whether this thread is inside a collection now (where finalizers run)."""
+        try:
+            return getattr(self._started, "t", None) is not None
+        except RuntimeError:  # gevent's thread-local, as above: assume the worst
+            return True
+
     def install(self) -> None:
         """Start listening to the collector (idempotent)."""
         if not self.installed:

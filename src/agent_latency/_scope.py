@@ -302,6 +302,8 @@ def end_task(span: Span, exc: BaseException | None = None) -> bool:
 
 
 def _finish_budget(span: Span, end_ns: int) -> None:
+    if _hooks._later:
+        _hooks.run_later()  # streams collected unfinished end before their task
     if _hooks._held:
         _hooks.end_held(span.get_span_context().span_id)
     for finisher in list(_hooks.finishers):

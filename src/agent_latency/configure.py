@@ -197,6 +197,7 @@ def traces_path() -> Path | None:
 
 def _at_exit() -> None:
     """Ends open tasks, then shuts down the providers we built within the exit bound."""
+    _hooks.run_later()  # calls a last collection put off (streams dropped unfinished)
     if _state is not None:
         end_open_tasks()
     # Providers we built stay global after uninstrument(): they are flushed here either way.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 
 import openai
 import pytest
@@ -116,3 +117,39 @@ class TestNoReferenceCycle:
             assert call.end_time is not None
         finally:
             gc.enable()
+
+
+class TestCollectedUnderALock:
+    """A stream freed by a garbage collection that began under the SDK's own lock ends at the
+    next safe point, not inside the collection (where ending its span waited on that lock
+    for ever: seen as a hung suite when a collection ran inside ``get_tracer``)."""
+
+    def test_collection_inside_get_tracer(self, otel, client):
+        from agent_latency import _scope
+
+        lock = getattr(otel.provider, "_tracers_lock", None)
+        if lock is None:
+            pytest.skip("this SDK's TracerProvider builds tracers without a lock")
+        stream = _stream(client)
+        it = iter(stream)
+        next(it)
+        next(it)
+        cycle: list = [stream]
+        cycle.append(cycle)  # only a collection frees it
+        del stream, it, cycle
+        _scope._tracer_cache[0] = None  # the next span asks the provider for a tracer
+        collected = threading.Event()
+
+        def collect_holding_the_lock() -> None:
+            with lock:  # as get_tracer holds it when its allocations start a collection
+                gc.collect()
+            collected.set()
+
+        worker = threading.Thread(target=collect_holding_the_lock, daemon=True)
+        worker.start()
+        assert collected.wait(10), "the collection waited on the SDK's lock"
+        assert llm_spans(otel) == []  # not ended inside the collection
+        with agent_latency.task("next"):  # a safe point
+            pass
+        (call,) = llm_spans(otel)
+        assert call.attributes[semconv.LLM_CHUNKS] == 2

@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from time import perf_counter
 from typing import Any, Protocol
 
@@ -15,6 +16,7 @@ from opentelemetry.trace import SpanKind, Tracer
 from ... import _hooks, semconv
 from ..._env import capture_content, env_choice, env_flag
 from ..._log import FAULTS, fault, internal_error, warn_once
+from ..._pauses import PAUSES
 from ..._scope import current_task_id
 from ..._scope import tracer as global_tracer
 from ..._version import __version__
@@ -240,7 +242,17 @@ class LLMCall:
 
     def finish(self, t_end: float | None = None, error: BaseException | None = None,
                response: Any = None, stream: Any = None) -> None:
-        """End the call (idempotent): compute its phases, set attributes, end the span."""
+        """End the call (idempotent): compute its phases, set attributes, end the span.
+
+        Inside a garbage collection (a stream or response freed there, the SDK's generator
+        closed by it) it ends at the next safe point instead (``_hooks.later``), with the
+        times of now: a finalizer runs wherever the collection began, maybe under a lock the
+        SDK holds (its tracer provider's, its batch processor's), and ending a span there
+        waited on that lock for ever."""
+        if PAUSES.collecting() and self.state != _DONE:
+            _hooks.later(partial(self.finish, perf_counter() if t_end is None else t_end,
+                                 error, response, stream))
+            return
         if self.state == _DONE or not self.lock.acquire(blocking=False):
             if self.task == -1 and stream is not None:
                 self._note_late(stream)
@@ -314,11 +326,13 @@ class LLMCall:
 
 
 
-def abandon_call(call: LLMCall) -> None:
-    """``weakref.finalize`` target (a plain function so it keeps no proxy alive)."""
+def abandon_call(call: LLMCall, stream: Any = None) -> None:
+    """A stream or response was dropped unfinished: its call ends (at the next safe point
+    when a garbage collection dropped it: :meth:`LLMCall.finish`).  Also a
+    ``weakref.finalize`` target (a plain function, so it keeps no proxy alive)."""
     try:
         if FAULTS:
             fault("llm.abandon")
-        call.abandon()
+        call.abandon(stream)
     except Exception:  # noqa: BLE001
         internal_error("llm.abandon")

@@ -21,7 +21,9 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
+from ... import _hooks
 from ..._log import FAULTS, fault, internal_error
+from ..._pauses import PAUSES
 from ..net import CURRENT
 from ._call import Endpoint, LLMCall, Settings
 from ._stream import wrap_stream
@@ -69,6 +71,10 @@ def start_call(endpoint: Endpoint, settings: Settings, request: Mapping[str, Any
                provider: str | None = None) -> LLMCall | None:
     """A new call for a request with these parameters; None when we cannot."""
     try:
+        if _hooks._later:
+            _hooks.run_later()  # a safe point: streams collected unfinished end now
+        if not PAUSES.installed:
+            PAUSES.install()  # so that a collection's finalizers are known as such
         if FAULTS:
             fault("llm.start")
         model = request.get("model")

@@ -101,12 +101,8 @@ class _Chunks:
         _wire.first_output(self)
 
     def __del__(self) -> None:
-        try:
-            if FAULTS:
-                fault("llm.abandon")
-            self.call.abandon(self)
-        except Exception:  # noqa: BLE001
-            internal_error("llm.abandon")
+        # Kept alive (resurrected) until the call ends at the next safe point.
+        abandon_call(self.call, self)
 
 
 class _SyncChunks(_Chunks):

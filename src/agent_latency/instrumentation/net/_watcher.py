@@ -56,7 +56,9 @@ class Watcher:
     __slots__ = ("_epoll", "_lock", "_thread", "_wake", "_watched", "available")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: a collection's callback (``_pauses``) may ask for a watch while this
+        # thread is inside one.
+        self._lock = threading.RLock()
         self._epoll: Any = None
         self._thread: threading.Thread | None = None
         self._watched: dict[int, Arrivals] = {}
@@ -174,7 +176,7 @@ class Watcher:
 
     def after_fork(self) -> None:
         """In a forked child: no thread, a fresh epoll on first use."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._epoll = None
         self._thread = None
         self._wake = None

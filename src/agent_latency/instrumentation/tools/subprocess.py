@@ -42,7 +42,9 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import weakref
+from functools import partial
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -51,7 +53,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwr
 from opentelemetry.trace import Status, StatusCode
 from wrapt import wrap_function_wrapper
 
-from ... import semconv
+from ... import _hooks, semconv
 from ..._child_context import (
     _fork_exec_hook,
     _pending,
@@ -65,6 +67,7 @@ from ..._child_context import (
 )
 from ..._env import env_flag
 from ..._log import FAULTS, Guard, fault, internal_error
+from ..._pauses import PAUSES
 from ..._scope import mark_error, start_tool, tool_attributes
 from .._base import Instrumentor, Patch
 from . import _threads
@@ -207,7 +210,16 @@ def finish(span: trace.Span, returncode: int | None, *, timed_out: float | None 
     Everything learnt after the spawn (pid, exit code) is set in one ``set_attributes``:
     this runs right after the kernel reaped a child, with cold caches, where each SDK call
     costs two to three times what it costs warm.
+
+    Inside a garbage collection (``Popen.__del__`` learning the status) it ends at the next
+    safe point instead, at the time of now: ending a span there may wait on a lock the SDK
+    held when the collection began.
     """
+    if PAUSES.collecting():
+        _hooks.later(partial(finish, span, returncode, timed_out=timed_out, signalled=signalled,
+                             running=running, pid=pid,
+                             end_ns=time.time_ns() if end_ns is None else end_ns))
+        return
     attrs: dict[str, Any] = {}
     if pid is not None:
         attrs[semconv.TOOL_PID] = pid
