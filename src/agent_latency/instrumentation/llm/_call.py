@@ -6,7 +6,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from time import perf_counter
 from typing import Any, Protocol
 
@@ -121,8 +120,8 @@ class LLMCall:
 
     __slots__ = (
         "__weakref__", "attempts", "capture", "chunks", "content", "context", "cpu_first",
-        "end_arrival", "endpoint", "first_arrival", "first_chunk", "first_cpu", "in_next",
-        "info", "is_async", "kwargs", "last_arrival",
+        "deferred", "end_arrival", "endpoint", "first_arrival", "first_chunk", "first_cpu",
+        "in_next", "info", "is_async", "kwargs", "last_arrival",
         "lock", "meta_chunk", "model", "net", "outputs", "propagate", "provider",
         "server_address", "server_port", "settings", "span", "start_ns", "state", "stream",
         "streaming", "t_call", "t_chunk", "t_first", "t_first_chunk", "t_last", "t_return",
@@ -156,6 +155,8 @@ class LLMCall:
         self.attempts: list[Attempt] = []
         self.net = NetPhases()  # socket-level DNS/connect/TLS while the call is current
         self.chunks = self.outputs = 0
+        # The end a garbage collection found, put off to a safe point (``finish``).
+        self.deferred: tuple[float, BaseException | None, Any, Any] | None = None
         self.in_next = False
         self.is_async = False
         self.stream: Any = None  # the per-chunk state of a stream (see _stream._Chunks)
@@ -250,8 +251,15 @@ class LLMCall:
         SDK holds (its tracer provider's, its batch processor's), and ending a span there
         waited on that lock for ever."""
         if PAUSES.collecting() and self.state != _DONE:
-            _hooks.later(partial(self.finish, perf_counter() if t_end is None else t_end,
-                                 error, response, stream))
+            # One end per call, the stream's if one of the ends found has it: the collection
+            # clears weak references before finalizers run, so the SDK's generator closing
+            # the response cannot reach the stream, and its state would be lost.
+            first = self.deferred is None
+            if first or (stream is not None and self.deferred[3] is None):  # type: ignore[index]
+                self.deferred = (perf_counter() if t_end is None else t_end, error, response,
+                                 stream)
+            if first:
+                _hooks.later(self._finish_deferred)
             return
         if self.state == _DONE or not self.lock.acquire(blocking=False):
             if self.task == -1 and stream is not None:
@@ -313,6 +321,11 @@ class LLMCall:
             warn_once("stream-after-task", "agent-latency: a stream was read after its task "
                       "ended (%d more chunks); the call was counted in the task up to its end, "
                       "the rest is in no budget", late)
+
+    def _finish_deferred(self) -> None:
+        deferred, self.deferred = self.deferred, None
+        if deferred is not None:
+            self.finish(*deferred)
 
     def abandon(self, stream: Any = None) -> None:
         """The stream was garbage-collected unfinished: it ended at the last chunk taken."""
