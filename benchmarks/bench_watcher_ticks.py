@@ -21,8 +21,7 @@ import socket
 import statistics
 import time
 
-from agent_latency.instrumentation.net import Arrivals
-from agent_latency.instrumentation.net import _watcher
+from agent_latency.instrumentation.net import Arrivals, _watcher
 from agent_latency.instrumentation.net._watcher import WATCHER
 
 MODES = ("unwatched", "ticked", "watched, no ticks")
