@@ -22,7 +22,7 @@ import openai
 import pytest
 from llm_helpers import one_llm_span
 from machine_load import busy_slack
-from truth_log import close, truth_of
+from truth_log import close, served, truth_of
 
 from agent_latency import semconv
 from agent_latency.simulator import SimulatorConfig, SimulatorProcess
@@ -77,10 +77,12 @@ def heap_for(seconds: float) -> list[list[int]]:
 def prefill_of(sim: SimulatorProcess, client: openai.OpenAI) -> float:
     """The server's prefill for MESSAGES (a warm-up call under another model name, so that
     nothing is learned for the one measured; the simulator's prefill is deterministic)."""
+    before = len(sim.truth)
     for _ in client.chat.completions.create(model="sim-warm-up", messages=MESSAGES,
                                             stream=True, max_tokens=2):
         pass
-    record = max(sim.truth, key=lambda r: r["started_at_mono"])
+    # (the server writes its record just after the response: waited for)
+    record = max(served(sim, before + 1), key=lambda r: r["started_at_mono"])
     return float(record["first_token_at_mono"] - record["started_at_mono"])
 
 

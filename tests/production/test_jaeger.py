@@ -128,7 +128,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
                     "OTEL_BSP_SCHEDULE_DELAY": "200", "AGENT_LATENCY_DIR": str(tmp / "agent"),
                     "AGENT_LATENCY_PROCESS_TASK": "false", "AGENT_LATENCY_SUMMARY": "false",
                     "AGENT_LATENCY_EXIT_TIMEOUT": "30"})
-        with Simulator(SimulatorConfig(prefill_tps=50_000.0, output_tps=400.0)) as sim:
+        # A 0.1 s prefill (~500 input tokens): at 10 ms, 212 tasks on 40 threads with two
+        # busy loops beside them left a call whose prefill the network's estimate took whole.
+        with Simulator(SimulatorConfig(prefill_tps=5_000.0, output_tps=400.0)) as sim:
             agent = subprocess.run(
                 [sys.executable, str(Path(__file__).with_name("otlp_agent.py")),
                  sim.base_url, str(plan), str(out)],
