@@ -169,7 +169,10 @@ class TestKernelStamps:
         assert within(newest.t, sends[2])
         oldest = arrivals.arrival(first, pace=sends[1][0] - sends[0][0])
         assert oldest is not None and oldest.source == "estimated"
-        assert abs(oldest.t - sends[0][0]) < 0.003
+        # Within 3 ms of its send, plus how unevenly this process's sleeps spaced the sends
+        # (a loaded machine wakes it late: the pace is the first interval, not the second).
+        uneven = abs((sends[2][0] - sends[1][0]) - (sends[1][0] - sends[0][0]))
+        assert abs(oldest.t - sends[0][0]) < 0.003 + uneven, (oldest, uneven)
         # Without a pace the bound still holds: no earlier than the connection's start.
         unpaced = arrivals.arrival(first)
         assert unpaced is not None and arrivals.t_start <= unpaced.t <= newest.t
