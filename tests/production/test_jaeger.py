@@ -43,6 +43,7 @@ OTHER_TASK_S = 1.5
 ROOT_WAIT = "1s"
 COUNTS = {"slow": 6, "failed": 6, "fast": 200}
 BASELINE = 0.10
+PHASE_NAMES = {"network", "prefill", "output_generation"}
 # Jaeger stores microseconds: a start and a duration each rounded.
 MICROSECOND_STORES = 2.5e-6
 # A build of Jaeger's UI (jaeger-ui's packages/jaeger-ui/build): no package registry serves
@@ -128,9 +129,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
                     "OTEL_BSP_SCHEDULE_DELAY": "200", "AGENT_LATENCY_DIR": str(tmp / "agent"),
                     "AGENT_LATENCY_PROCESS_TASK": "false", "AGENT_LATENCY_SUMMARY": "false",
                     "AGENT_LATENCY_EXIT_TIMEOUT": "30"})
-        # A 0.1 s prefill (~500 input tokens): at 10 ms, 212 tasks on 40 threads with two
-        # busy loops beside them left a call whose prefill the network's estimate took whole.
-        with Simulator(SimulatorConfig(prefill_tps=5_000.0, output_tps=400.0)) as sim:
+        with Simulator(SimulatorConfig(prefill_tps=50_000.0, output_tps=400.0)) as sim:
             agent = subprocess.run(
                 [sys.executable, str(Path(__file__).with_name("otlp_agent.py")),
                  sim.base_url, str(plan), str(out)],
@@ -240,7 +239,11 @@ class TestJaegerApi:
         assert parent_of[llm] == task["span_id"]
         phases = {spans[sid]["operationName"] for sid, parent in parent_of.items()
                   if parent == llm}
-        assert {"prefill", "output_generation"} <= phases, phases
+        # A 10 ms prefill (212 tasks on 40 threads: a longer one queues them past the slow
+        # threshold) may be taken whole by the network's estimate on a loaded machine
+        # (within the max(10 ms, 5 %) the timing is held to): drawn when it is recorded.
+        assert "output_generation" in phases and phases <= PHASE_NAMES, phases
+        assert ("prefill" in phases) == (_tags(spans[llm])["agent_latency.llm.prefill"] > 0)
         assert _tags(spans[llm])["agent_latency.llm.ttft"] > 0
         (tool,) = [sid for sid, s in spans.items()
                    if s["operationName"] == "execute_tool run_tests"]
