@@ -151,11 +151,8 @@ class Exchange:
                 head, buf = buf[:end], buf[end + 4:]
                 self._head(head, t)
             elif state == _LENGTH:
-                take = buf[:self.chunk_left]
-                buf = buf[len(take):]
-                self.chunk_left -= len(take)
-                observer.response_data(take, t)
-                if self.chunk_left <= 0:
+                buf, done = self._body(buf, t)
+                if done:
                     self.end(t, None)
             elif state == _UNTIL_CLOSE:
                 observer.response_data(buf, t)
@@ -173,11 +170,8 @@ class Exchange:
                     self.chunk_left = size
                     self.state = _CHUNK_DATA
             elif state == _CHUNK_DATA:
-                take = buf[:self.chunk_left]
-                buf = buf[len(take):]
-                self.chunk_left -= len(take)
-                observer.response_data(take, t)
-                if self.chunk_left <= 0:
+                buf, done = self._body(buf, t)
+                if done:
                     self.state = _CHUNK_END
             elif state == _CHUNK_END:
                 if len(buf) < 2:
@@ -189,6 +183,14 @@ class Exchange:
                 self.end(t, None)
         if self.state == _TRAILER:
             self.end(t, None)
+
+    def _body(self, buf: bytes, t: float) -> tuple[bytes, bool]:
+        """Hand the observer the body bytes the current length or chunk still wants: the
+        bytes left over, and whether it has all it wanted."""
+        take = buf[:self.chunk_left]
+        self.chunk_left -= len(take)
+        self.observer.response_data(take, t)
+        return buf[len(take):], self.chunk_left <= 0
 
     def _head(self, head: bytes, t: float) -> None:
         lines = head.split(b"\r\n")
