@@ -83,6 +83,13 @@ class Otel:
         assert len(found) == 1, f"{name!r}: {[s.name for s in self.spans()]}"
         return found[0]
 
+    def seconds(self, name: str) -> float:
+        """The one span ``name``'s duration: what a sleep inside it took on this machine
+        (a loaded one may run it many ms long), for bounds that hold however long."""
+        span = self.span(name)
+        assert span.end_time is not None and span.start_time is not None
+        return (span.end_time - span.start_time) / 1e9
+
     def metric_points(self, name: str) -> list[Any]:
         data = self.reader.get_metrics_data()
         points = []

@@ -82,7 +82,10 @@ class TestLive:
         points = measured.metric_points(semconv.METRIC_TASK_OTHER)
         assert {p.attributes[semconv.OTHER_PART] for p in points} == set(OTHER_PARTS)
         idle = next(p for p in points if p.attributes[semconv.OTHER_PART] == "idle")
-        assert idle.sum == pytest.approx(0.02, abs=0.02)
+        # The point is the span's part (the sleep, however long a loaded machine made it).
+        assert idle.sum == pytest.approx(_parts(measured.span("invoke_agent m"))["idle"],
+                                         abs=1e-9)
+        assert idle.sum >= 0.015
 
     def test_a_pause_inside_a_tool_is_not_other_time(self, measured: Any) -> None:
         heap = [[i] for i in range(500_000)]
@@ -143,8 +146,13 @@ class TestLive:
         measured.provider.add_span_processor(TaskSummaryPrinter(lines))  # type: ignore[arg-type]
         with agent_latency.task("quiet"):
             time.sleep(0.05)
-        assert " | other 0.05 (gc " in lines.text
-        assert ", idle 0.05)" in lines.text
+        # The figures are the span's (a loaded machine's sleep may run a few ms long).
+        span = measured.span("invoke_agent quiet")
+        other = span.attributes[semconv.budget_share("other")]
+        idle = _parts(span)["idle"]
+        assert other >= 0.05 and idle >= 0.045
+        assert f" | other {other:.2f} (gc " in lines.text, lines.text
+        assert f", idle {idle:.2f})" in lines.text, lines.text
 
 
 class TestStored:

@@ -59,7 +59,9 @@ class TestMustShow:
         covered = _union([(s.start_time, s.end_time) for s in tools]) / 1e9
         assert span.attributes[semconv.budget_share("tool_execution")] == pytest.approx(
             covered, abs=0.005)
-        assert covered == pytest.approx(0.45, abs=0.05)
+        # 0.45 s on a quiet machine; a loaded one may run the sleeps long or part the
+        # threads' overlap, never shorten them.
+        assert 0.44 <= covered <= span.attributes[semconv.BUDGET_WALL]
         assert_sums_to_wall(span)
         assert span.attributes[semconv.budget_count("tool_calls")] == 4
         assert span.attributes[semconv.budget_busy("tool_execution")] == pytest.approx(
@@ -103,7 +105,8 @@ class TestTaskSpans:
         assert comps == set(COMPONENTS)
         tool_point = next(p for p in points
                           if p.attributes[semconv.COMPONENT] == "tool_execution")
-        assert tool_point.sum == pytest.approx(0.01, abs=0.01)
+        assert tool_point.sum == pytest.approx(otel.seconds("execute_tool x"), abs=1e-6)
+        assert tool_point.sum >= 0.01
         assert list(tool_point.explicit_bounds) == list(semconv.TASK_DURATION_BUCKETS)
 
     def test_exception_propagates_and_budget_is_kept(self, otel):
@@ -146,10 +149,13 @@ class TestNesting:
         assert inner.attributes[semconv.budget_count("tool_calls")] == 1
         assert outer.attributes[semconv.budget_count("tool_calls")] == 2
         assert outer.attributes[semconv.budget_count("subtasks")] == 1
+        # The tools' spans, however long a loaded machine made their sleeps.
+        a, b = otel.seconds("execute_tool a"), otel.seconds("execute_tool b")
+        assert a >= 0.02 and b >= 0.03
         assert inner.attributes[semconv.budget_share("tool_execution")] == pytest.approx(
-            0.03, abs=0.01)
+            b, abs=1e-6)
         assert outer.attributes[semconv.budget_share("tool_execution")] == pytest.approx(
-            0.05, abs=0.015)
+            a + b, abs=1e-6)
         assert_sums_to_wall(outer)
         assert_sums_to_wall(inner)
 

@@ -8,6 +8,7 @@ import gc
 import openai
 import pytest
 from llm_helpers import assert_phases_add_up, llm_spans, one_llm_span, truth_of
+from machine_load import busy_slack
 from opentelemetry import trace
 
 import agent_latency
@@ -240,8 +241,10 @@ class TestNonStreaming:
         assert a[semconv.LLM_OUTPUT_GENERATION] > 0
         # An estimate's speeds would be the learned rates given back: none.
         assert semconv.LLM_PREFILL_TOKENS_PER_SECOND not in a
+        # Both calls' server times are measured: a loaded machine's late wake-ups in either
+        # move the estimate (the rates are exact arithmetic on them).
         assert a[semconv.LLM_PREFILL] == pytest.approx(
-            streamed.attributes[semconv.LLM_PREFILL], rel=0.6, abs=0.004)
+            streamed.attributes[semconv.LLM_PREFILL], rel=0.6, abs=0.004 + busy_slack())
         assert_phases_add_up(span)
 
     def test_server_reported(self, otel):

@@ -181,6 +181,8 @@ class TestKernelStamps:
         # Within 3 ms of its send, plus how unevenly this process's sleeps spaced the sends
         # (a loaded machine wakes it late: the pace is the first interval, not the second).
         uneven = abs((sends[2][0] - sends[1][0]) - (sends[1][0] - sends[0][0]))
+        # And the third send's own length: its stamp may come anywhere within it.
+        uneven += sends[2][1] - sends[2][0]
         assert abs(oldest.t - sends[0][0]) < 0.003 + uneven, (oldest, uneven)
         # Without a pace the bound still holds: no earlier than the connection's start.
         unpaced = arrivals.arrival(first)
@@ -339,8 +341,12 @@ class TestWatcher:
         pace = arrivals.pace(arrivals.ends[len(during) - 1])
         first = arrivals.arrival(arrivals.ends[0], pace)
         assert first is not None and first.source == "estimated"
-        # Dated back, within two paces of its send (the bound says how far it may be off).
-        assert abs(first.t - sent[0]) <= 0.045, (first, sent[0], paused)
+        # Dated back, within two paces of its send (the bound says how far it may be off),
+        # plus how far the writer's own sleeps strayed from that pace (a loaded machine
+        # wakes it late, and the strays add up over the intervals dated back).
+        uneven = (max(abs((t - sent[0]) - j * pace) for j, t in enumerate(sent))
+                  if pace is not None else 0.0)
+        assert abs(first.t - sent[0]) <= 0.045 + uneven, (first, sent[0], paused, uneven)
         assert first.t - first.bound <= sent[0] + CLOCK_SLACK
 
     def test_quiet_ticks_bound_a_wait_held_in_c(self, pair) -> None:
@@ -359,8 +365,16 @@ class TestWatcher:
         WATCHER.watch(arrivals)
         try:
             os.write(go_w, b"g")
+            waited_from = perf_counter()
             time.sleep(0.15)  # the GIL free: the watcher ticks, nothing has come
+            # A loaded machine may keep the watcher off a core a while: the hold starts
+            # once its last quiet tick is recent (the tick is what bounds the wait).
+            deadline = perf_counter() + 2.0
+            while perf_counter() < deadline and (
+                    arrivals._quiet_at is None or perf_counter() - arrivals._quiet_at[0] > 0.02):
+                time.sleep(0.002)
             held_from = perf_counter()
+            tick = arrivals._quiet_at[0] if arrivals._quiet_at is not None else waited_from
             sorted(values)  # C code that never lets the GIL go
             held_to = perf_counter()
             out, _ = writer.communicate(timeout=30)
@@ -370,14 +384,14 @@ class TestWatcher:
             os.close(go_w)
         arrivals.scan()
         sent = [float(line) for line in out.split()]
-        if not held_from + 0.01 < sent[0] and sent[-1] < held_to:
+        if not (held_from + 0.01 < sent[0] and sent[-1] < held_to):
             pytest.skip(f"the hold ({held_to - held_from:.3f} s) did not cover the sends")
         first = arrivals.arrival(arrivals.ends[0], waited=True)
         assert first is not None and first.source == "estimated", arrivals.cum
         earliest = first.t - first.bound
-        # The window opens at the last tick before the hold (ticks come every 5 ms; 50 ms
-        # leaves a loaded machine's scheduling), not at the wait's start 0.15 s earlier;
-        # and it is honest: the bytes came after it.
-        assert held_from - 0.05 <= earliest <= sent[0] + CLOCK_SLACK, (earliest, held_from)
+        # The window opens at the last tick before the hold, not at the wait's start
+        # 0.15 s earlier; and it is honest: the bytes came after it.
+        assert tick >= waited_from + 0.1, (tick, waited_from)
+        assert tick - CLOCK_SLACK <= earliest <= sent[0] + CLOCK_SLACK, (earliest, tick)
         assert earliest <= first.t <= sent[-1] + CLOCK_SLACK
 

@@ -158,8 +158,11 @@ def check(otel: Any, sim: SimulatorProcess, away: tuple[float, float]) -> dict[s
     a = one_call(otel).attributes
     truth = truth_of(sim, a[semconv.LLM_SERVER_REQUEST_ID])
     first = truth["first_token_at_mono"]
-    if not away[0] < first < away[1]:
-        pytest.skip("the first token did not land while the client was away")
+    # The wait checked below is meant to be long: a server late by most of the time away
+    # leaves too short a one to test.
+    if not away[0] < first < away[1] - 0.2:
+        pytest.skip("the first token did not land while the client was away (0.2 s before "
+                    "its return)")
     prefill = first - truth["started_at_mono"]
     output = truth["last_token_at_mono"] - first
     seen = {k: v for k, v in a.items() if k.startswith("agent_latency.llm.")}

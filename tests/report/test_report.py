@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from machine_load import busy_slack
 
 from agent_latency import semconv
 from agent_latency.budget import COMPONENTS
@@ -108,7 +109,7 @@ class TestWhatIf:
         # Exact when the two parallel tools overlap fully; a busy machine starts the second
         # thread late, which moves the saving by milliseconds.
         assert row["recorded_wall"] - row["projected_wall"] == pytest.approx(
-            tool_share / 2, abs=0.01)
+            tool_share / 2, abs=0.01 + busy_slack())
 
     def test_named_tool_speedup_and_no_change(self, recorded):
         result = run_cli("whatif", "--json", "--tool-speedup", "pytest=3", cwd=recorded)

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 import pytest
+from machine_load import busy_slack
 
 from agent_latency.simulator import Simulator
 
@@ -218,7 +219,8 @@ class TestTiming:
         assert rec["output_tokens"] == 20 and rec["chunks"] == 1
         first_token_due = rec["prefill_started_at_mono"] + rec["input_tokens"] / rec["prefill_tps"]
         sent_after = rec["first_token_at_mono"] - first_token_due
-        assert 19 / 200.0 <= sent_after < 19 / 200.0 + 0.05  # never before its last token
+        # Never before its last token; after it by one wake-up (late on a loaded machine).
+        assert 19 / 200.0 <= sent_after < 19 / 200.0 + 0.05 + busy_slack()
 
     def test_non_streaming_waits_for_the_last_token(self, make_sim) -> None:
         sim = make_sim(prefill_tps=20_000.0, output_tps=400.0)

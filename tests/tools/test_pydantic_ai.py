@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+from machine_load import busy_slack
 from truth_log import served as served_truth
 
 import agent_latency
@@ -109,7 +110,7 @@ class TestFunctionTools:
         # validation, a worker thread): 10 ms at most here on a quiet machine
         # (tests/acceptance/test_function_tools.py holds it to that), more under load.
         (ran,) = RAN
-        assert ran <= share < ran + 0.05
+        assert ran <= share < ran + 0.05 + busy_slack()
         assert len(_llm_calls(pyd_otel)) == requests
         assert task[semconv.budget_count("llm_calls")] == requests
         assert task[semconv.budget_count("http_round_trips")] == requests

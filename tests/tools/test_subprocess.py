@@ -25,6 +25,15 @@ PY = sys.executable
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX process semantics")
 
 
+def _exited(pid: int, timeout: float = 10.0) -> None:
+    """Wait until the child ``pid`` has exited, leaving it for its owner to reap
+    (``WNOWAIT``): a loaded machine may start and run even ``true`` late."""
+    deadline = time.monotonic() + timeout
+    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        assert time.monotonic() < deadline, f"child {pid} still running"
+        time.sleep(0.01)
+
+
 def _only(otel):
     spans = tool_spans(otel)
     assert len(spans) == 1, [s.name for s in spans]
@@ -141,7 +150,7 @@ def test_wait_with_timeout_then_natural_exit_is_not_timeout(subprocess_spans):
 def test_never_waited_ends_at_gc(subprocess_spans):
     proc = subprocess.Popen(["true"])
     pid = proc.pid
-    time.sleep(0.2)
+    _exited(pid)
     del proc
     gc.collect()
     span = _only(subprocess_spans)
@@ -152,7 +161,7 @@ def test_never_waited_ends_at_gc(subprocess_spans):
 def test_never_waited_at_exit_sweep_does_not_reap(subprocess_spans):
     done = subprocess.Popen(["true"])
     running = subprocess.Popen([PY, "-c", "import time; time.sleep(30)"])
-    time.sleep(0.3)
+    _exited(done.pid)
     assert sp_instr.finish_unwaited() == 2
     spans = {s.attributes[semconv.TOOL_PID]: s for s in tool_spans(subprocess_spans)}
     assert spans[done.pid].attributes[semconv.TOOL_EXIT_CODE] == 0
