@@ -147,6 +147,24 @@ class TestEventEnds:
 class TestKernelStamps:
     """The receive queue's newest stamp is the sender's time; coalesced ones are dated back."""
 
+    def test_a_first_token_scanned_alone_counts_the_events_after_it(self, pair) -> None:
+        """A block whose first event is the first token, scanned no further (the first
+        token was all that was asked), is not that token's stamp: it is dated back by the
+        events the block holds after it."""
+        client, server = pair
+        arrivals = Arrivals(client)
+        arrivals.classify = lambda event: True
+        time.sleep(0.02)  # nothing is dated before the connection's start
+        timed_send(server, b"".join(event(n) for n in range(3)))
+        time.sleep(0.01)
+        arrivals.observe()  # one stamp: the block's newest byte
+        arrivals.read(client.recv(4096), perf_counter())
+        first = arrivals.first_output()
+        assert first is not None and arrivals.ends == [first]  # scanned alone
+        got = arrivals.arrival(first, 0.002)
+        assert got is not None and got.source == "estimated", (got, arrivals.ends)
+        assert got.t == pytest.approx(arrivals.t[0] - 2 * 0.002, abs=1e-9)
+
     def test_queued_bytes_carry_their_send_time(self, pair) -> None:
         client, server = pair
         arrivals = Arrivals(client)

@@ -28,6 +28,8 @@ class TestProjectionOnTheSimulator:
         assert projection.projected_wall < 0.6 * projection.recorded_wall
 
 
+@pytest.mark.slow  # ~10 s; and make test-pythons' three suites side by side on two cores
+# move a CPU-bound client's pace by more than a fifth between two runs (27 % seen)
 class TestBusyClientOnTheSimulator:
     """A client that is the bottleneck (8 streams on one event loop, 5 ms of work per
     chunk) projected to twice the model's speed: near a run at twice the speed (the

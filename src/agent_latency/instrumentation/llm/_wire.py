@@ -171,6 +171,22 @@ def _first(arrivals: Arrivals, call: Any) -> Arrival | None:
     return arrivals.arrival(offset, _pace(call, arrivals, offset - 1), waited=True)
 
 
+def _first_chunk(chunks: Any, arrivals: Arrivals, first: Arrival | None) -> None:
+    """Date the stream's first event from the wire too: the first token's own date where it
+    is that event (Gemini's, or a client that sends no opening event), and never after it.
+    Dated apart, a coalesced block's two estimates could put the first chunk after the first
+    token it carried."""
+    offset = arrivals.ends[0]
+    if first is not None and arrivals.outputs and offset == arrivals.outputs[0]:
+        t = first.t
+    else:
+        first_chunk = arrivals.arrival(offset)
+        if first_chunk is None:
+            return
+        t = first_chunk.t if first is None else min(first_chunk.t, first.t)
+    chunks.t_first_chunk = min(t, chunks.t_first_chunk)
+
+
 def finish(chunks: Any, call: Any) -> None:
     """The stream ended: its arrival marks onto ``call``, the taps removed."""
     try:
@@ -181,12 +197,10 @@ def finish(chunks: Any, call: Any) -> None:
             # token's estimate may need).
             following.arrivals.scan()
         if first_arrivals is not None:
-            call.first_arrival = _first(first_arrivals, call)
+            first = call.first_arrival = _first(first_arrivals, call)
             if first_arrivals.ends and chunks.t_first_chunk is not None:
                 # (the first output was scanned for: every event before it is known)
-                first_chunk = first_arrivals.arrival(first_arrivals.ends[0])
-                if first_chunk is not None:
-                    chunks.t_first_chunk = min(first_chunk.t, chunks.t_first_chunk)
+                _first_chunk(chunks, first_arrivals, first)
         if following is not None:
             arrivals = following.arrivals
             call.end_arrival = arrivals.last_byte()

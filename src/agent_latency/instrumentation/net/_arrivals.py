@@ -248,9 +248,10 @@ class Arrivals:
                 self._pending += len(data)
         self.reads += 1
 
-    def scan(self, *, until_output: bool = False) -> None:
+    def scan(self, *, until_output: bool = False, through: int | None = None) -> None:
         """Find the events of the blocks read so far (all of them, or only up to the first
-        output event when ``until_output``)."""
+        output event when ``until_output``, or the first event ending at or past wire
+        offset ``through``)."""
         scanner = self._scanner
         classify = self.classify
         for item in scanner:
@@ -262,6 +263,8 @@ class Arrivals:
                 self.outputs.append(offset)
                 if until_output:
                     return
+            if through is not None and offset >= through:
+                return
 
     def first_output(self) -> int | None:
         """The wire offset where the first output event ends, or None."""
@@ -367,6 +370,10 @@ class Arrivals:
         t_obs = self.t[j]
         low = max(self.t[j - 1] if j else self.t_start, min(self.quiet[j], t_obs))
         ends = self.ends
+        if ends and ends[-1] < cums[j]:
+            # The events the observation's bytes hold after this one are counted, not
+            # guessed: a scan that stopped at the first token left them (one block, read).
+            self.scan(through=cums[j])
         later = bisect_right(ends, cums[j]) - bisect_right(ends, offset)
         if ends and ends[-1] < cums[j] and len(ends) > 1:
             # Events not scanned (nobody needed them): as many as the bytes hold at the
