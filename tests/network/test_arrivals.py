@@ -24,6 +24,32 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
 
 # The two clocks' offset is read a microsecond apart; the kernel stamps inside the send call.
 CLOCK_SLACK = 0.0005
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def stamps_on() -> Iterator[None]:
+    """The kernel's receive stamps on for the whole system while these tests run.
+
+    The kernel turns them on some time after the first socket asks (a deferred work item)
+    and off after the last one closes: a test that sends right after making its socket may
+    otherwise get its bytes without a stamp (half the time, measured, on a machine where
+    nothing else keeps them on).  One stamping connection held open keeps them on."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    keeper = socket.create_connection(listener.getsockname())
+    peer, _ = listener.accept()
+    listener.close()
+    keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    deadline = perf_counter() + 5.0
+    while perf_counter() < deadline:
+        peer.sendall(b"x")
+        time.sleep(0.005)
+        _, ancillary, _, _ = keeper.recvmsg(16, 256)
+        if any(kind == SO_TIMESTAMPNS for _, kind, _ in ancillary):
+            break
+    yield
+    keeper.close()
+    peer.close()
 
 
 def event(n: int) -> bytes:
@@ -164,6 +190,28 @@ class TestKernelStamps:
         got = arrivals.arrival(first, 0.002)
         assert got is not None and got.source == "estimated", (got, arrivals.ends)
         assert got.t == pytest.approx(arrivals.t[0] - 2 * 0.002, abs=1e-9)
+
+    def test_bytes_queued_without_a_stamp_are_seen_at_the_peek(self, pair,
+                                                               monkeypatch) -> None:
+        """Bytes that landed before the kernel turned stamps on (none kept them on) are
+        an observation at the time the peek found them, not none: the watcher, woken once
+        for them, would not look again."""
+        from agent_latency.instrumentation.net import _arrivals, _kernel
+
+        client, server = pair
+        arrivals = Arrivals(client)
+
+        def unstamped(fd: int, family: int) -> tuple[int, float | None] | None:
+            got = _kernel.peek_queued(fd, family)
+            return None if got is None else (got[0], None)
+
+        monkeypatch.setattr(_arrivals, "peek_queued", unstamped)
+        sent = timed_send(server, event(1))
+        time.sleep(0.01)
+        before = perf_counter()
+        assert arrivals.observe() == len(event(1))
+        assert arrivals.kind == [1] and arrivals.cum == [arrivals.consumed + len(event(1))]
+        assert before <= arrivals.t[0] <= perf_counter() and arrivals.t[0] > sent[1]
 
     def test_queued_bytes_carry_their_send_time(self, pair) -> None:
         client, server = pair

@@ -13,7 +13,9 @@ arrived by ``t``":
   (:mod:`._watcher`) while the reader is away.  Segments that arrived while nobody looked
   are coalesced by the kernel and carry the newest stamp only.
 - ``READ``: the time a read took the bytes: the arrival when the reader was waiting for
-  them, an upper bound otherwise.
+  them, an upper bound otherwise.  Also the time a peek found bytes without a stamp: the
+  kernel turns receive stamps on for the whole system only some time after the first
+  socket asks (a deferred work item), and a segment that lands before then has none.
 
 The reads themselves (:meth:`Arrivals.read`) say where each event ends on the wire: the
 block's event separators, mapped from its plaintext to the TCP bytes it consumed (the same
@@ -179,8 +181,14 @@ class Arrivals:
             self._received = received  # all taken by the reader: no news for the ticks
             return 0
         size, t = got
-        if t is not None and received is not None:
-            self._add(received, t, KERNEL)
+        if received is not None:
+            if t is not None:
+                self._add(received, t, KERNEL)
+            else:
+                # Queued with no stamp (they landed before the kernel turned stamps on):
+                # they were there by now.  Left out, a watcher woken once for them (edge-
+                # triggered) would never see them again.
+                self._add(received, perf_counter(), READ)
         self._received = received
         return size
 
