@@ -7,7 +7,6 @@ first chunk could land after the first token it carried (seen under load: Gemini
 
 from __future__ import annotations
 
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from loopback import loopback_pair
 
 from agent_latency.instrumentation.llm import _wire
 from agent_latency.instrumentation.net import Arrivals
@@ -34,10 +34,7 @@ def coalesced(request: Any) -> Iterator[tuple[Arrivals, Any, float]]:
     """One block of events that waited in the kernel: (its arrivals, the call, the time
     the client took it).  ``request.param``: the events, in order."""
     events: list[bytes] = request.param
-    listener = socket.create_server(("127.0.0.1", 0))
-    client = socket.create_connection(listener.getsockname())
-    server, _ = listener.accept()
-    listener.close()
+    client, server = loopback_pair()
     try:
         arrivals = Arrivals(client)
         arrivals.classify = lambda event: b'"text"' in event

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from time import perf_counter
 
 import pytest
+from loopback import loopback_pair
 
 from agent_latency.instrumentation.net import Arrivals
 from agent_latency.instrumentation.net._watcher import WATCHER
@@ -35,10 +36,7 @@ def stamps_on() -> Iterator[None]:
     and off after the last one closes: a test that sends right after making its socket may
     otherwise get its bytes without a stamp (half the time, measured, on a machine where
     nothing else keeps them on).  One stamping connection held open keeps them on."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    keeper = socket.create_connection(listener.getsockname())
-    peer, _ = listener.accept()
-    listener.close()
+    keeper, peer = loopback_pair()
     keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     deadline = perf_counter() + 5.0
     while perf_counter() < deadline:
@@ -58,10 +56,7 @@ def event(n: int) -> bytes:
 
 @pytest.fixture
 def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    listener = socket.create_server(("127.0.0.1", 0))
-    client = socket.create_connection(listener.getsockname())
-    server, _ = listener.accept()
-    listener.close()
+    client, server = loopback_pair()
     yield client, server
     client.close()
     server.close()
