@@ -231,6 +231,7 @@ def record(call: FinishedCall, t_end: float, error: BaseException | None, respon
             _attempt_events(call)
     if info.server_queue is not None:
         attrs[semconv.LLM_QUEUE] = info.server_queue
+    _server_attributes(info, attrs)
     _info_attributes(info, attrs)
     out_tokens = info.output_tokens
     # Speeds only from a split that was measured or reported: one from an estimate would
@@ -324,6 +325,22 @@ def _attempt_events(call: FinishedCall) -> None:
         offset = attempt.t_start - call.t_call
         call.span.add_event(semconv.LLM_ATTEMPT_EVENT, event,
                             timestamp=call.start_ns + round(offset * 1e9))
+
+
+def _server_attributes(info: Any, attrs: dict[str, Any]) -> None:
+    """The server's own timings, beside the measured phases and labelled as reported."""
+    reported = False
+    for value, attr in ((info.server_prefill, semconv.LLM_SERVER_PREFILL),
+                        (info.server_generation, semconv.LLM_SERVER_OUTPUT_GENERATION),
+                        (info.server_load, semconv.LLM_SERVER_LOAD),
+                        (info.server_total, semconv.LLM_SERVER_TOTAL),
+                        (info.server_queue, None)):
+        if value is not None:
+            reported = True
+            if attr is not None:
+                attrs[attr] = value
+    if reported:
+        attrs[semconv.LLM_SERVER_TIMING_SOURCE] = semconv.SOURCE_SERVER_REPORTED
 
 
 def _info_attributes(info: Any, attrs: dict[str, Any]) -> None:
