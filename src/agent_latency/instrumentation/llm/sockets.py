@@ -253,7 +253,7 @@ def _body_json(body: bytes) -> Any:
     try:
         return json.loads(body)
     except ValueError:
-        raise MalformedResponse(f"the response body is not JSON: {body[:60]!r}") from None
+        raise MalformedResponse(f"the response body ({len(body)} bytes) is not JSON") from None
 
 
 def _read_request(call: LLMCall, data: Mapping[str, Any]) -> None:

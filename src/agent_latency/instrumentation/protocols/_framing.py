@@ -105,8 +105,9 @@ class NDJSONFramer:
 
     def _bad(self, line: bytes) -> None:
         if self.error is None:
+            # (its bytes are not quoted: they may be the model's output)
             self.error = MalformedResponse(
-                f"an NDJSON line is not a JSON object: {line[:60]!r}")
+                f"an NDJSON line of {len(line)} bytes is not a JSON object")
 
     def close(self) -> None:
         rest, self.pending = self.pending.strip(), b""

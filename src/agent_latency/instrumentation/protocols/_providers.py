@@ -34,6 +34,7 @@ _AGENTS: tuple[tuple[str, str], ...] = (
     ("mistral-client", semconv.PROVIDER_MISTRAL_AI),
     ("mistralai", semconv.PROVIDER_MISTRAL_AI),
     ("huggingface_hub", semconv.PROVIDER_HUGGINGFACE),
+    ("hf_hub/", semconv.PROVIDER_HUGGINGFACE),
     ("ollama-python", semconv.PROVIDER_OLLAMA),
     ("cohere", semconv.PROVIDER_COHERE),
     ("botocore", semconv.PROVIDER_AWS_BEDROCK),
