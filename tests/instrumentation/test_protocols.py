@@ -197,3 +197,18 @@ class TestGenericRequests:
     ])
     def test_looks_like(self, body: object, model_request: bool) -> None:
         assert looks_like_model_request(body) is model_request
+
+
+class TestSdkLayerProvider:
+    """An SDK sent to another provider's host is named for that provider."""
+
+    @pytest.mark.parametrize(("host", "provider"), [
+        ("api.groq.com", "groq"), ("api.deepseek.com", "deepseek"),
+        ("api.openai.com", "openai"), ("127.0.0.1", "openai")])
+    def test_openai_sdk(self, host: str, provider: str) -> None:
+        from agent_latency.instrumentation.llm import LLMCall, Settings
+        from agent_latency.instrumentation.llm.openai import CHAT
+
+        call = LLMCall(CHAT, Settings(), "m", {}, streaming=False, server=(host, 443))
+        call.span.end()
+        assert call.provider == provider

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from opentelemetry.trace import StatusCode
@@ -266,20 +266,27 @@ class TestOpenAIShapedClients:
 # -- a server of canned replies: a made-up protocol, broken framing -----------------------------
 class _Canned(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    replies: dict[str, tuple[str, list[bytes]]] = {}
+    replies: ClassVar[dict[str, tuple[str, list[bytes]]]] = {}
+    extra_headers: ClassVar[dict[str, dict[str, str]]] = {}
     pause = 0.03
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", "0")))
         content_type, pieces = self.replies[self.path]
         self.send_response(200)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(sum(map(len, pieces))))
+        for name, value in self.headers_for(self.path).items():
+            self.send_header(name, value)
         self.end_headers()
         for piece in pieces:
             time.sleep(self.pause)
             self.wfile.write(piece)
             self.wfile.flush()
+
+    @classmethod
+    def headers_for(cls, path: str) -> dict[str, str]:
+        return cls.extra_headers.get(path, {})
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -318,13 +325,28 @@ _Canned.replies.update({
         event_message("messageStart", b'{"role": "assistant"}'),
         event_message("contentBlockDelta", b'{"delta": {"text": "Hi"}}')[:-7]]),
     "/v1/chat/completions": ("application/json", [b"<html>Bad gateway</html>"]),
+    # Groq's non-streamed reply: its usage carries the server's own timings (seconds).
+    "/openai/v1/chat/completions": ("application/json", [json.dumps({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "llama-groq",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi there"},
+                     "finish_reason": "stop", "logprobs": None}],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42,
+                  "queue_time": 0.004, "prompt_time": 0.012, "completion_time": 0.02,
+                  "total_time": 0.032}}).encode()]),
 })
+_Canned.replies["/x/v1/chat/completions"] = ("application/json", [json.dumps({
+    "id": "chatcmpl-2", "object": "chat.completion", "created": 1, "model": "gpt-sim",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi there"},
+                 "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42}}).encode()])
+_Canned.extra_headers["/openai/v1/chat/completions"] = {"openai-processing-ms": "37"}
+_Canned.extra_headers["/x/v1/chat/completions"] = {"openai-processing-ms": "37"}
 
 
 class TestGenericCalls:
     """A model request to an endpoint no protocol knows: a generic span and one notice."""
 
-    BODY = {"model": "made-up-1", "prompt": "hello", "stream": True}
+    BODY: ClassVar[dict[str, Any]] = {"model": "made-up-1", "prompt": "hello", "stream": True}
 
     def test_span_and_notice(self, otel, canned, caplog) -> None:
         with caplog.at_level(logging.WARNING, logger="agent_latency"):
@@ -364,6 +386,37 @@ class TestGenericCalls:
             instrumentor.uninstrument()
             instrumentor.instrument()
         assert _calls(otel) == []
+
+
+class TestServerReportedTimings:
+    """Groq's usage timings and the ``openai-processing-ms`` header, beside the measured
+    phases; a non-streamed call splits its server block with them."""
+
+    def test_groq_usage_timings(self, otel, canned) -> None:
+        groq = pytest.importorskip("groq")
+        client = groq.Groq(api_key="sim", base_url=f"http://127.0.0.1:{canned}")
+        reply = client.chat.completions.create(model="llama-groq",
+                                               messages=[{"role": "user", "content": "hi"}])
+        assert reply.choices[0].message.content == "Hi there"
+        (span,) = _calls(otel)
+        a = span.attributes
+        assert a[semconv.GEN_AI_PROVIDER_NAME] == "groq"
+        assert a[semconv.LLM_SERVER_PREFILL] == pytest.approx(0.012)
+        assert a[semconv.LLM_SERVER_OUTPUT_GENERATION] == pytest.approx(0.02)
+        assert a[semconv.LLM_QUEUE] == pytest.approx(0.004)
+        assert a[semconv.LLM_SERVER_TOTAL] == pytest.approx(0.032)  # usage first, then header
+        assert a[semconv.LLM_SERVER_TIMING_SOURCE] == semconv.SOURCE_SERVER_REPORTED
+        assert a[semconv.LLM_TIMING_SOURCE] == semconv.SOURCE_SERVER_REPORTED
+
+    def test_processing_header(self, otel, canned) -> None:
+        data = _post(canned, "/x/v1/chat/completions",
+                     {"model": "gpt-sim", "messages": [{"role": "user", "content": "hi"}]})
+        assert json.loads(data)["usage"]["completion_tokens"] == 2
+        (span,) = _calls(otel)
+        a = span.attributes
+        assert a[semconv.LLM_SERVER_TOTAL] == pytest.approx(0.037)
+        assert a[semconv.LLM_SERVER_TIMING_SOURCE] == semconv.SOURCE_SERVER_REPORTED
+        assert semconv.LLM_SERVER_PREFILL not in a
 
 
 class TestBadInput:

@@ -21,8 +21,8 @@ from wrapt import ObjectProxy
 
 from ..._log import FAULTS, fault, internal_error
 from ..net import CURRENT
-from . import _wire
 from ..protocols._endpoint import Observe
+from . import _wire
 from ._call import LLMCall, abandon_call
 
 

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import semconv
+from ..protocols.openai import server_headers
 from . import Endpoint, LLMCall, LLMInstrumentor, Settings, StreamState, Target, int_or_none
 from ._stainless import async_post_wrapper, manager_wrapper, method_wrapper, post_wrapper
-from ..protocols.openai import server_headers
 
 _instruments = ("anthropic >= 0.30, < 3",)
 

@@ -12,6 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import semconv
+from ..protocols.openai import (
+    RESPONSES_CALL_ITEMS,
+    RESPONSES_OUTPUT,
+    server_body_timing,
+    server_headers,
+)
 from . import (
     Endpoint,
     Info,
@@ -22,12 +28,6 @@ from . import (
     Target,
     _websocket,
     int_or_none,
-)
-from ..protocols.openai import (
-    RESPONSES_CALL_ITEMS,
-    RESPONSES_OUTPUT,
-    server_body_timing,
-    server_headers,
 )
 from ._stainless import async_post_wrapper, method_wrapper, post_wrapper
 

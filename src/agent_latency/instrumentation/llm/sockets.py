@@ -283,9 +283,9 @@ def _edge_fields(body: bytes) -> dict[str, Any]:
     them: before or after the messages), without parsing it all."""
     fields: dict[str, Any] = {}
     for edge in (body[-_EDGE:], body[:_EDGE]):  # the head's win
-        for match in _FIELD.finditer(edge):
+        for field in _FIELD.finditer(edge):
             try:
-                fields[match.group(1).decode()] = json.loads(match.group(2))
+                fields[field.group(1).decode()] = json.loads(field.group(2))
             except ValueError:
                 continue
     return fields
