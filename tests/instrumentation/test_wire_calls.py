@@ -26,7 +26,8 @@ from truth_log import served as served_truth
 
 import agent_latency
 from agent_latency import semconv
-from agent_latency.instrumentation.llm.sockets import SocketsInstrumentor, endpoint_of
+from agent_latency.instrumentation.llm._routes import endpoint_of
+from agent_latency.instrumentation.llm.sockets import SocketsInstrumentor
 from agent_latency.simulator import SimulatorConfig, SimulatorProcess
 
 # dspy's adapter reads its fields from the answer.

@@ -34,12 +34,10 @@ byte.  Content is not captured at this layer.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from collections import deque
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 from opentelemetry import propagate
@@ -53,7 +51,6 @@ from ..protocols import (
     Endpoint,
     Json,
     MalformedResponse,
-    Route,
     WireProtocol,
     event_json,
     framer_for,
@@ -65,6 +62,7 @@ from ..protocols import (
 from ..protocols._framing import Framer
 from ..protocols.openai import COMPLETIONS
 from . import LLMCall, LLMInstrumentor, Settings, Target
+from ._routes import endpoint, endpoint_of
 from .requests import HTTPStatusError
 
 # The last events of a stream kept (unparsed) for its model, usage and finish reasons.
@@ -78,30 +76,6 @@ _RESPONSE_CAP = 2 * 1024 * 1024
 _FIELD = re.compile(rb'"(model|stream|max_tokens|max_completion_tokens|max_output_tokens|'
                     rb'maxOutputTokens|temperature)"\s*:\s*("(?:[^"\\]|\\.)*"|true|false|'
                     rb'-?[0-9.eE+-]+)')
-
-
-# -- which requests are calls -------------------------------------------------------------------
-@lru_cache(maxsize=64)
-def _bound(ref: str) -> Endpoint:
-    """An SDK layer's endpoint named ``"module:NAME"`` by a protocol."""
-    module, _, name = ref.partition(":")
-    endpoint: Endpoint = getattr(importlib.import_module(module), name)
-    return endpoint
-
-
-def _endpoint(route: Route) -> Endpoint:
-    found = route.endpoint
-    return _bound(found) if isinstance(found, str) else found
-
-
-def endpoint_of(path: str) -> tuple[Endpoint, str, bool] | None:
-    """``(endpoint, model named by the path or "", streams by the path)`` for a request
-    path, or None when no protocol knows it."""
-    found = match(path)
-    if found is None:
-        return None
-    route = found[1]
-    return _endpoint(route), route.model, route.streams
 
 
 #: The protocol of a generic call: every response byte is output.
@@ -401,7 +375,7 @@ def recogniser(settings: Settings, generic: bool = False) -> Any:
                 return Candidate(settings, request)
             return None
         protocol, route = found
-        call = _call_for(settings, request, protocol, _endpoint(route), route.model,
+        call = _call_for(settings, request, protocol, endpoint(route), route.model,
                          route.streams)
         if call is None:
             return None
