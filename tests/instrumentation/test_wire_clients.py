@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
+from llm_helpers import calls_in_order, sockets_instrumented
 from opentelemetry.trace import StatusCode
 from truth_log import close, served
 
@@ -39,17 +40,8 @@ def sim() -> Iterator[SimulatorProcess]:
         yield server
 
 
-@pytest.fixture(scope="module", autouse=True)
-def wire_instrumented() -> Iterator[None]:
-    instrumentor = SocketsInstrumentor()
-    instrumentor.instrument()
-    yield
-    instrumentor.uninstrument()
-
-
-def _calls(otel: Any) -> list[Any]:
-    return sorted((s for s in otel.spans() if semconv.LLM_CLIENT in s.attributes),
-                  key=lambda s: s.start_time)
+wire_instrumented = pytest.fixture(scope="module", autouse=True)(sockets_instrumented)
+_calls = calls_in_order
 
 
 def one_span_per_request(otel: Any, sim: SimulatorProcess, before: int, n: int) -> list[Any]:

@@ -49,14 +49,20 @@ class Framer(Protocol):
         """The body ended: bytes left over are a problem."""
 
 
-class SSEFramer:
-    """Server-sent events: blank-line separated blocks."""
+class _Framer:
+    """What every framer keeps: the bytes of an event not yet whole, the first problem."""
 
     __slots__ = ("error", "pending")
 
     def __init__(self) -> None:
         self.pending = b""
         self.error: MalformedResponse | None = None
+
+
+class SSEFramer(_Framer):
+    """Server-sent events: blank-line separated blocks."""
+
+    __slots__ = ()
 
     def feed(self, data: bytes) -> list[bytes]:
         buf = self.pending + data if self.pending else data
@@ -79,14 +85,10 @@ class SSEFramer:
         self.pending = b""
 
 
-class NDJSONFramer:
+class NDJSONFramer(_Framer):
     """One JSON object a line (Ollama's streams): each line becomes ``data: LINE``."""
 
-    __slots__ = ("error", "pending")
-
-    def __init__(self) -> None:
-        self.pending = b""
-        self.error: MalformedResponse | None = None
+    __slots__ = ()
 
     def feed(self, data: bytes) -> list[bytes]:
         buf = self.pending + data if self.pending else data
@@ -150,25 +152,10 @@ def event_stream_headers(block: bytes) -> dict[str, str]:
     return headers
 
 
-def encode_event_stream(headers: dict[str, str], payload: bytes) -> bytes:
-    """One event stream message with string headers (the simulator's writer)."""
-    block = b"".join(struct.pack(">B", len(name.encode())) + name.encode() + b"\x07"
-                     + struct.pack(">H", len(value.encode())) + value.encode()
-                     for name, value in headers.items())
-    total = _PRELUDE + len(block) + len(payload) + 4
-    prelude = struct.pack(">II", total, len(block))
-    head = prelude + struct.pack(">I", zlib.crc32(prelude)) + block + payload
-    return head + struct.pack(">I", zlib.crc32(head))
-
-
-class EventStreamFramer:
+class EventStreamFramer(_Framer):
     """``application/vnd.amazon.eventstream``: binary messages, each checked (both CRCs)."""
 
-    __slots__ = ("error", "pending")
-
-    def __init__(self) -> None:
-        self.pending = b""
-        self.error: MalformedResponse | None = None
+    __slots__ = ()
 
     def feed(self, data: bytes) -> list[bytes]:
         buf = self.pending + data if self.pending else data
