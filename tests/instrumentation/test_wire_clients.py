@@ -295,9 +295,9 @@ def canned() -> Iterator[int]:
     thread.join()
 
 
-def _post(port: int, path: str, body: Any) -> bytes:
+def _post(port: int, path: str, body: Any, content_type: str = "application/json") -> bytes:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
+    conn.request("POST", path, json.dumps(body), {"content-type": content_type})
     response = conn.getresponse()
     data = response.read()
     conn.close()
@@ -348,9 +348,13 @@ class TestGenericCalls:
             _post(canned, "/made-up/generate", self.BODY)
             _post(canned, "/made-up/other", self.BODY)
             _post(canned, "/not-a-model", {"kind": "telemetry", "values": [1, 2]})
+            # urllib's form default and protobuf: the first may be JSON, the second never
+            _post(canned, "/made-up/generate", self.BODY,
+                  "application/x-www-form-urlencoded")
+            _post(canned, "/made-up/generate", self.BODY, "application/x-protobuf")
         assert data == b"".join(_MADE_UP)  # the program's read, untouched
         spans = _calls(otel)
-        assert len(spans) == 3
+        assert len(spans) == 4
         a = spans[0].attributes
         assert spans[0].name == "chat made-up-1"
         assert a[semconv.GEN_AI_PROVIDER_NAME] == semconv.PROVIDER_UNKNOWN
@@ -365,6 +369,18 @@ class TestGenericCalls:
         assert len(notices) == 2, notices  # one per host and path
         assert f"127.0.0.1:{canned}/made-up/generate" in notices[0]
         assert semconv.ENV_GENERIC_CALLS in notices[0]
+
+    def test_other_json_is_let_go(self, otel, canned) -> None:
+        import socket
+
+        conn = http.client.HTTPConnection("127.0.0.1", canned, timeout=30)
+        conn.request("POST", "/not-a-model", json.dumps({"kind": "telemetry"}),
+                     {"content-type": "application/json"})
+        # Its body showed no model request: the socket's reads are not watched.
+        assert type(conn.sock) is socket.socket
+        assert json.loads(conn.getresponse().read()) == {"ok": True}
+        conn.close()
+        assert _calls(otel) == []
 
     def test_off(self, otel, canned, monkeypatch) -> None:
         instrumentor = SocketsInstrumentor()

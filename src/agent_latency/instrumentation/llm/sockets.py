@@ -21,7 +21,7 @@ runtime) becomes a call:
   at the end, for model, usage, finish reasons and server timings.  A JSON body is parsed
   once, when its last byte is read.  A body that breaks its framing or is not JSON ends the
   call with ``error.type`` ``MalformedResponse``; the program's own read is untouched.
-- Never silent: a JSON ``POST`` to a path no protocol knows whose body looks like a model
+- Never silent: a ``POST`` to a path no protocol knows whose JSON body looks like a model
   request (``protocols._generic``) becomes a generic call (provider unknown, the first
   response byte as its first token, ``agent_latency.llm.protocol`` ``generic``), with one
   notice per host and path per process; ``AGENT_LATENCY_GENERIC_CALLS=off`` turns both off.
@@ -48,6 +48,7 @@ from ..._log import internal_error, warn_once
 from ..net import Attempt, Request, exchanges_patch, recognise_with
 from ..protocols import (
     GENERIC,
+    PROMPT_FIELDS,
     Endpoint,
     Json,
     MalformedResponse,
@@ -310,13 +311,15 @@ class Candidate:
     model request (names a model with messages, a prompt, input or contents; or a prompt
     with generation parameters), nothing otherwise."""
 
-    __slots__ = ("attempt", "request", "settings", "wire")
+    __slots__ = ("attempt", "let_go", "request", "settings", "wire")
 
     def __init__(self, settings: Settings, request: Request) -> None:
         self.settings = settings
         self.request = request
         self.attempt: Attempt | None = None
         self.wire: WireCall | None = None
+        # Not a model request: the network layer lets the exchange go (no response read).
+        self.let_go = False
 
     def add_attempt(self, attempt: Attempt) -> None:
         self.attempt = attempt
@@ -326,7 +329,9 @@ class Candidate:
 
     def request_body(self, body: bytes | None) -> None:
         attempt, self.attempt = self.attempt, None
-        if not body or body[:1] not in b"{ \t\r\n" or len(body) > _PARSE_CAP:
+        self.let_go = True
+        if (not body or body[:1] not in b"{ \t\r\n" or len(body) > _PARSE_CAP
+                or _PROMPT_FIELD.search(body) is None):
             return
         try:
             data = json.loads(body)
@@ -339,6 +344,7 @@ class Candidate:
                          data.get("stream") is True)
         if call is None:
             return
+        self.let_go = False
         warn_once(f"generic:{request.host}:{request.port}{request.path}",
                   "agent-latency: a model request to %s:%s%s matched no known protocol; it is "
                   "recorded as a generic LLM span (provider unknown, the first response byte "
@@ -362,6 +368,19 @@ class Candidate:
             self.wire.response_end(t, error)
 
 
+# Request bodies of these types are not JSON: never a candidate (OTLP's protobuf, uploads).
+_NOT_JSON = re.compile(r"protobuf|grpc|multipart|octet-stream|xml|html|image/|audio/|video/",
+                       re.IGNORECASE)
+# A body without one of these fields is no model request: not parsed.
+_PROMPT_FIELD = re.compile(rb'"(?:' + "|".join(PROMPT_FIELDS).encode() + rb')"\s*:')
+
+
+def _may_be_json(content_type: str) -> bool:
+    """Whether a body of this type may be a JSON model request (programs posting JSON often
+    leave the type out, or keep urllib's form default)."""
+    return _NOT_JSON.search(content_type) is None
+
+
 def recogniser(settings: Settings, generic: bool = False) -> Any:
     """The network layer's recogniser: a request to a model endpoint becomes a call; with
     ``generic``, a JSON request no protocol knows is a :class:`Candidate`."""
@@ -371,7 +390,7 @@ def recogniser(settings: Settings, generic: bool = False) -> Any:
             return None
         found = match(request.path)
         if found is None:
-            if generic and "json" in request.headers.get("content-type", ""):
+            if generic and _may_be_json(request.headers.get("content-type", "")):
                 return Candidate(settings, request)
             return None
         protocol, route = found

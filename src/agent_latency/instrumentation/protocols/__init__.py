@@ -19,7 +19,7 @@ from . import anthropic, bedrock, cohere, gemini, ollama, openai
 from ._endpoint import Endpoint, StreamState, int_or_none, seconds
 from ._events import OutputRule, classifier
 from ._framing import MalformedResponse, framer_for, framing_of
-from ._generic import GENERIC, looks_like_model_request
+from ._generic import GENERIC, PROMPT_FIELDS, looks_like_model_request
 from ._json import Json, event_json, view
 from ._protocol import Route, WireProtocol
 from ._providers import provider_of, provider_of_host
@@ -40,7 +40,7 @@ def match(path: str) -> tuple[WireProtocol, Route] | None:
     return None
 
 
-__all__ = ["GENERIC", "PROTOCOLS", "Endpoint", "Json", "MalformedResponse", "OutputRule",
-           "Route", "StreamState", "WireProtocol", "classifier", "event_json", "framer_for",
-           "framing_of", "int_or_none", "looks_like_model_request", "match", "provider_of",
-           "provider_of_host", "seconds", "view"]
+__all__ = ["GENERIC", "PROMPT_FIELDS", "PROTOCOLS", "Endpoint", "Json", "MalformedResponse",
+           "OutputRule", "Route", "StreamState", "WireProtocol", "classifier", "event_json",
+           "framer_for", "framing_of", "int_or_none", "looks_like_model_request", "match",
+           "provider_of", "provider_of_host", "seconds", "view"]
