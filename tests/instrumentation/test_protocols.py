@@ -108,6 +108,25 @@ class TestFraming:
         assert isinstance(framer.error, MalformedResponse)
         assert "ended inside a frame" in str(framer.error)
 
+    def test_an_exception_message(self) -> None:
+        from agent_latency.instrumentation.protocols._framing import StreamException
+        from agent_latency.simulator._bedrock import event_message as message
+
+        # (the simulator writes events only: this message is built by the same rules)
+        headers = {":exception-type": "throttlingException", ":message-type": "exception"}
+        block = b"".join(bytes([len(k)]) + k.encode() + b"\x07" + len(v).to_bytes(2, "big")
+                         + v.encode() for k, v in headers.items())
+        payload = b'{"message": "slow down"}'
+        prelude = (12 + len(block) + len(payload) + 4).to_bytes(4, "big") + len(
+            block).to_bytes(4, "big")
+        head = prelude + zlib.crc32(prelude).to_bytes(4, "big") + block + payload
+        exception = head + zlib.crc32(head).to_bytes(4, "big")
+        framer = framer_for(EVENT_STREAM)
+        assert framer.feed(message("messageStart", b"{}") + exception) == [
+            b"event: messageStart\ndata: {}"]
+        assert isinstance(framer.error, StreamException)
+        assert "throttlingException" in str(framer.error)
+
     def test_a_wrong_crc(self) -> None:
         message = bytearray(event_message("messageStop", b'{"stopReason": "end_turn"}'))
         message[-1] ^= 0xFF

@@ -36,11 +36,16 @@ class MalformedResponse(ValueError):
     """A response's bytes do not follow its protocol's framing or are not JSON."""
 
 
+class StreamException(Exception):  # noqa: N818 - named as the event stream names it
+    """The server ended a stream with an exception message (an AWS event stream's
+    ``:message-type: exception``, such as ``throttlingException``)."""
+
+
 class Framer(Protocol):
     """Cuts a body into events as its bytes come."""
 
     #: The first problem seen (the stream is still passed on), or None.
-    error: MalformedResponse | None
+    error: MalformedResponse | StreamException | None
 
     def feed(self, data: bytes) -> list[bytes]:
         """The events ``data`` completes, in order."""
@@ -56,7 +61,7 @@ class _Framer:
 
     def __init__(self) -> None:
         self.pending = b""
-        self.error: MalformedResponse | None = None
+        self.error: MalformedResponse | StreamException | None = None
 
 
 class SSEFramer(_Framer):
@@ -178,8 +183,8 @@ class EventStreamFramer(_Framer):
             try:
                 events.append(_event(buf[start + _PRELUDE:start + _PRELUDE + header_length],
                                      buf[start + _PRELUDE + header_length:end - 4]))
-            except (MalformedResponse, struct.error, IndexError) as exc:
-                self.error = (exc if isinstance(exc, MalformedResponse)
+            except (MalformedResponse, StreamException, struct.error, IndexError) as exc:
+                self.error = (exc if isinstance(exc, (MalformedResponse, StreamException))
                               else MalformedResponse("an event stream header is cut"))
             start = end
         self.pending = b"" if self.error is not None else buf[start:]
@@ -194,6 +199,9 @@ class EventStreamFramer(_Framer):
 
 def _event(block: bytes, payload: bytes) -> bytes:
     headers = event_stream_headers(block)
+    if headers.get(":message-type") == "exception":
+        raise StreamException(
+            f"the server sent {headers.get(':exception-type') or 'an exception'}")
     kind = (headers.get(":event-type") or headers.get(":exception-type")
             or headers.get(":message-type") or "")
     if kind == "chunk":
