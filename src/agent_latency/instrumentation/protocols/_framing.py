@@ -36,7 +36,7 @@ class MalformedResponse(ValueError):
     """A response's bytes do not follow its protocol's framing or are not JSON."""
 
 
-class StreamException(Exception):  # noqa: N818 - named as the event stream names it
+class StreamException(Exception):
     """The server ended a stream with an exception message (an AWS event stream's
     ``:message-type: exception``, such as ``throttlingException``)."""
 
