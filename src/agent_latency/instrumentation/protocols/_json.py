@@ -43,14 +43,6 @@ def view(value: Any) -> Any:
     return value
 
 
-def event_name(event: bytes) -> str:
-    """An event's ``event:`` line (SSE, or an AWS event stream message's type), or ``""``."""
-    if event.startswith(b"event:"):
-        return event[6:event.find(b"\n") if b"\n" in event else None].strip().decode(
-            "utf-8", "replace")
-    return ""
-
-
 def event_json(event: bytes) -> Any:
     """The JSON object an event's ``data:`` lines carry, as :class:`Json`, or None."""
     payload = b"\n".join(line[5:].strip() for line in event.split(b"\n")
