@@ -29,6 +29,7 @@ from ._cli import (
     fail,
     say,
     source_paths,
+    with_services,
 )
 from ._files import default_file, trace_files
 from ._keys import BUDGET_KEYS
@@ -80,7 +81,10 @@ def main(argv: list[str]) -> int:
     replace_unencodable(sys.stdout)
     selection = Selection(args)
     try:
-        paths, _ = source_paths(args.sources, default_file())
+        paths, note = source_paths(with_services(args.sources, args.service),
+                                   default_file())
+        if note:
+            say(_PROG, note)
         summary, problems, warnings = summarize_sources(
             paths, selection, keep_going=args.keep_going, keep_tasks=args.tasks or args.json,
             slowest=max(args.slowest, 0))
