@@ -224,17 +224,18 @@ def _change(recorded: float, projected: float) -> str:
             f"{_pct(_relative(recorded, projected))}")
 
 
-def unknown_tools(unknown: list[str], seen: set[str], tasks: int, source: str) -> str:
+def unknown_tools(unknown: list[str], seen: dict[str, int], tasks: int, source: str) -> str:
     """The error for ``--tool-speedup NAME=K`` naming tools the tasks do not have: the
-    tools they do have, and how to speed up one of them or all."""
-    tools = sorted(seen)
+    tools they do have (``seen``: name -> recorded ns), and how to speed up the one that
+    took longest, or all."""
     named = " and ".join(repr(name) for name in unknown)
-    if not tools:
+    if not seen:
         return (f"--tool-speedup names {named}, but the {_count(tasks)} in {source} ran no "
                 "tools: a tool speed-up has nothing to change")
+    longest = max(sorted(seen), key=seen.__getitem__)
     return (f"--tool-speedup names {named}, not a tool of the {_count(tasks)} in {source}; "
-            f"tools seen: {', '.join(tools)} (--tool-speedup {tools[0]}=2 halves "
-            f"{tools[0]}'s time, --tool-speedup 2 every tool's)")
+            f"tools seen: {', '.join(sorted(seen))} (--tool-speedup {longest}=2 halves "
+            f"{longest}'s time, --tool-speedup 2 every tool's)")
 
 
 def main(argv: list[str]) -> int:
@@ -265,9 +266,11 @@ def main(argv: list[str]) -> int:
         say(_PROG, f"no tasks in {names}")
         return BAD_INPUT if problems else NOTHING
     if isinstance(scenario.tool_speedup, dict):
-        seen = {iv.name for task in tasks for iv in task.intervals
-                if iv.phase == "tool" and iv.name}
-        unknown = sorted(set(scenario.tool_speedup) - seen)
+        seen: dict[str, int] = {}
+        for iv in (iv for task in tasks for iv in task.intervals):
+            if iv.phase == "tool" and iv.name:
+                seen[iv.name] = seen.get(iv.name, 0) + iv.end - iv.start
+        unknown = sorted(set(scenario.tool_speedup) - set(seen))
         if unknown:
             return fail(_PROG, unknown_tools(unknown, seen, len(tasks), names))
     if described == "no change" and not args.json:
