@@ -280,6 +280,7 @@ def run_not_python(name: str, children: bool, cmd: list[str]) -> int:
             except (OSError, ValueError):
                 pass
     code = proc.wait()
+    process_task.end()  # at the program's exit, not this launcher's (its exit path is ours)
     return code if code >= 0 else 128 - code
 
 
