@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import time
 import urllib.request
 from pathlib import Path
 
@@ -19,6 +21,8 @@ from test_cli import write_fleet
 from agent_latency import semconv
 
 ROOT = Path(__file__).resolve().parents[2]
+#: From write_fleet's 2023 to half an hour ago.
+_SHIFT_NS = time.time_ns() - 1_700_000_000 * 10**9 - 30 * 60 * 10**9
 
 
 def cli(*args: str, cwd: Path | None = None,
@@ -88,6 +92,9 @@ class TestJaegerService:
             fleet = tmp_path / "fleet.jsonl"
             write_fleet(fleet)
             for line in fleet.read_text().splitlines():
+                # Moved to the last hour: Jaeger's query looks back an hour by default.
+                line = re.sub(r'"(start|end)TimeUnixNano": "(\d+)"', lambda m: (
+                    f'"{m.group(1)}TimeUnixNano": "{int(m.group(2)) + _SHIFT_NS}"'), line)
                 request = urllib.request.Request(
                     jaeger.otlp_http + "/v1/traces", data=line.encode(),
                     headers={"Content-Type": "application/json"})
