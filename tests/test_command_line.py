@@ -149,54 +149,6 @@ class TestDemoDirectory:
         assert (found / "scripts" / "coding_agent.json").is_file()
 
 
-class _OtlpReceiver:
-    """An OTLP/HTTP endpoint on a free loopback port that keeps each export request it is
-    sent (protobuf, as the SDK's exporter posts it)."""
-
-    def __init__(self) -> None:
-        import http.server
-        import threading
-
-        received = self.received = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                received.append((self.path, body))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def services(self) -> set[str]:
-        """The service.name of every resource in the trace requests received."""
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-
-        names = set()
-        for path, body in self.received:
-            if path != "/v1/traces":
-                continue
-            request = ExportTraceServiceRequest.FromString(body)
-            for rs in request.resource_spans:
-                names.update(kv.value.string_value for kv in rs.resource.attributes
-                             if kv.key == "service.name")
-        return names
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def _file_services(path: Path) -> list[str]:
     return [kv["value"]["stringValue"] for line in path.read_text().splitlines()
             for rs in json.loads(line)["resourceSpans"]
@@ -230,18 +182,22 @@ class TestDemoRuns:
         assert first.returncode == 0, first.stderr
         traces = demo_dir / "traces.jsonl"
         assert set(_file_services(traces)) == {"agent-latency-demo"}
-        receiver = _OtlpReceiver()
+        from acceptance.agent_harness import OtlpReceiver
+
+        received = tmp_path / "received.jsonl"
+        receiver = OtlpReceiver(received)  # writes what it receives as OTLP/JSON lines
         try:
             second = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True,
                                     timeout=300, env=_clean_env(
-                                        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
+                                        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=receiver.endpoint,
                                         OTEL_SERVICE_NAME="my-demo",
                                         OTEL_METRICS_EXPORTER="none"))
         finally:
             receiver.close()
         assert second.returncode == 0, second.stderr
-        assert f"the spans also go to {receiver.url}" in second.stderr
-        assert receiver.services() == {"my-demo"}
+        assert f"the spans also go to {receiver.endpoint}" in second.stderr
+        assert set(_file_services(received)) == {"my-demo"}
+        assert len(_task_spans(received)) == 2  # the run's demo task and process task
         tasks = [span for span in _task_spans(traces) if span["name"] == "invoke_agent demo"]
         assert len(tasks) == 2  # the first run's trace is still there
         assert len({span["traceId"] for span in tasks}) == 2
