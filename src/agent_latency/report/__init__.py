@@ -134,7 +134,7 @@ calls, time to first token and output and prefill tokens/s; the slowest tasks, L
 and tools, with their trace ids.  --tasks adds each task's budget table, --json writes one
 JSON object instead, --html also writes a page.  With no SOURCE it reads
 .agent-latency/traces.jsonl and its rotated files (traces.jsonl.3 ... .1 first), as one
-stream."""
+stream; while none of them exists, the demo's traces (.agent-latency/demo), saying so."""
 _EXAMPLES = """\
 examples:
   agent-latency report

@@ -43,7 +43,8 @@ def add_source_arguments(parser: argparse.ArgumentParser, default: str) -> None:
                         help=f"trace files (OTLP/JSON, OTLP/protobuf, the Collector's file "
                              "exports), directories of them, or backend URLs "
                              "(jaeger+http://…, tempo+http://…, phoenix+http://…; see "
-                             f"docs/report.md) (default {default} and its rotated files)")
+                             f"docs/report.md) (default {default} and its rotated files; "
+                             "the demo's while they do not exist)")
     parser.add_argument("--task", action="append", metavar="NAME",
                         help="only tasks with this name (repeatable)")
     parser.add_argument("--since", type=_time_arg, metavar="TIME",
