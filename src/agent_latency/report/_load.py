@@ -19,15 +19,16 @@ from ._tasks import StoredTask, find_tasks
 
 def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
                rotated: bool = False, keep_going: bool = True, selection: Any = None,
-               progress: Progress | None = None,
-               notes: list[str] | None = None) -> tuple[list[StoredTask], list[str]]:
+               progress: Progress | None = None, notes: list[str] | None = None,
+               on_span: Any = None) -> tuple[list[StoredTask], list[str]]:
     """Read trace files and return their tasks in start order (optionally only those named
     ``task``, or those ``selection(task)`` keeps), each with its intervals (for what-ifs),
     and the problems met.  ``path`` is one file or a list of files; ``rotated`` reads one
     file's rotated siblings first.  Without ``keep_going`` the first unreadable line raises
     :class:`BadInput`.  ``notes``, when given, receives what is stated but is not bad input
     (spans counted as other, clock skew corrected, spans in no task); otherwise it is
-    returned with the problems.
+    returned with the problems.  ``on_span`` is :func:`find_tasks`'s: each counted span with
+    its task (the spans' budget attributes only).
 
     Streams: a trace's spans are held only until its last line is read and its tasks are
     computed, with only the attributes budgets need.
@@ -48,7 +49,7 @@ def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
                                       on_bytes=progress.feed(), notes=stated):
                 if problems and not keep_going:
                     raise BadInput(problems[0])
-                found, more = find_tasks(spans)
+                found, more = find_tasks(spans, on_span=on_span)
                 tasks.extend(t for t in found if (task is None or t.name == task)
                              and (selection is None or selection(t)))
                 stated.extend(more)
