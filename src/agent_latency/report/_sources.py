@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import semconv
 from . import _http
 from ._http import Limits
 from ._keys import BUDGET_KEYS
@@ -666,13 +667,27 @@ def _iso_ns(text: str) -> int:
 def check_traces(traces: Iterable[list[StoredSpan]],
                  problems: list[str]) -> Iterator[list[StoredSpan]]:
     """Each trace, its clock skew between services corrected and stated (appended to
-    ``problems``).  LLM calls and tools in no task are stated by the task tree
-    (``codec.assemble``), which walks every span's ancestry anyway."""
+    ``problems``), and spans a program lost to a full export queue stated.  LLM calls and
+    tools in no task are stated by the task tree (``codec.assemble``), which walks every
+    span's ancestry anyway."""
     for spans in traces:
         service = spans[0].service if spans else ""
         if any(s.service != service for s in spans):
             _adjust_clock_skew(spans, problems)
+        for span in spans:
+            if span.name == semconv.SPANS_LOST_SPAN:
+                _state_spans_lost(span, problems)
         yield spans
+
+
+def _state_spans_lost(span: StoredSpan, problems: list[str]) -> None:
+    """The span a program sends at exit when spans found its export queue full."""
+    lost = span.attributes.get(semconv.SPANS_LOST)
+    if isinstance(lost, int) and not isinstance(lost, bool) and lost > 0:
+        who = f"service {span.service!r}" if span.service else "the program"
+        problems.append(f"trace {span.trace_id}: {who} lost {lost:,} spans before export "
+                        "(a burst filled its export queue; raise OTEL_BSP_MAX_QUEUE_SIZE): "
+                        "the tasks running then miss them")
 
 
 def _adjust_clock_skew(spans: list[StoredSpan], problems: list[str]) -> None:
