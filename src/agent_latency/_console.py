@@ -24,25 +24,15 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from typing import IO
 
+from ._locks import ForkSafeLock
 from ._safe_text import safe_name
 
 NAME_LIMIT = 120
 """The most characters of a task's name the task line shows (the cut one ends ``…``)."""
 
-_lock = threading.Lock()
-
-
-def _new_lock_in_child() -> None:
-    # A thread of the parent may have held it at the fork: it never lets go in the child.
-    global _lock
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_lock_in_child)
+_lock = ForkSafeLock()
 
 
 def shown_name(name: object) -> str:

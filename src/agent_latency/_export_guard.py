@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 import re
 import threading
 import time
@@ -38,6 +37,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from . import semconv
+from ._locks import ForkSafeLock
 from ._log import Guard, logger
 from ._sdk import (
     batch_processors,
@@ -244,20 +244,10 @@ class GuardedSpanExporter(SpanExporter):
             return False
 
 
-_queue_lock = threading.Lock()
+_queue_lock = ForkSafeLock()
 # How long the exit waits, at most, for room in a full queue for the span that says how
 # many spans were lost.
 _ROOM_WAIT_S = 0.5
-
-
-def _new_queue_lock_in_child() -> None:
-    # A thread of the parent may have held it at the fork: it never lets go in the child.
-    global _queue_lock
-    _queue_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_queue_lock_in_child)
 
 
 class CountingBatchSpanProcessor(BatchSpanProcessor):
