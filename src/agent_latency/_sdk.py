@@ -219,3 +219,8 @@ def batch_worker(batch: object) -> Any:
 def batch_queue(batch: object) -> Any:
     """A batch processor's queue of ended spans (a deque), or None."""
     return getattr(batch, "_queue", None)
+
+
+def span_batch_queue(processor: object) -> Any:
+    """The queue (a deque with its ``maxlen``) behind a ``BatchSpanProcessor``, or None."""
+    return batch_queue(getattr(processor, "_batch_processor", None))

@@ -250,6 +250,10 @@ ENV_RUN_CHILDREN: Final = "AGENT_LATENCY_RUN_CHILDREN"
 # instrument() alone: the whole process as one task (the implicit process task), unless off.
 PROCESS_TASK: Final = "agent_latency.process"
 ENV_PROCESS_TASK: Final = "AGENT_LATENCY_PROCESS_TASK"
+# A span said at exit when spans found the export queue full: how many were dropped (the
+# report states it).
+SPANS_LOST: Final = "agent_latency.spans_lost"
+SPANS_LOST_SPAN: Final = "agent-latency spans lost"
 
 # --- agent-latency: LLM calls (instrumentation of openai / anthropic) -------------------
 GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"

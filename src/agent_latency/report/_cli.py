@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from ._files import demo_file, trace_files
+from ._http import redact_userinfo
 from ._read import TraceFileError
 from ._sources import FILE_FORMATS, is_backend
 from ._text import safe_text
@@ -302,8 +303,8 @@ def fail(prog: str, message: str, status: int = BAD_INPUT) -> int:
 
 def say(prog: str, message: str) -> None:
     """Print ``message`` on stderr as one line, its untrusted parts (names, ids, a
-    server's words) escaped."""
-    print(f"{prog}: {safe_text(_one_line(message))}", file=sys.stderr)
+    server's words) escaped, a URL's password hidden."""
+    print(f"{prog}: {safe_text(redact_userinfo(_one_line(message)))}", file=sys.stderr)
 
 
 def _one_line(message: str) -> str:

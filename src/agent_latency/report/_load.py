@@ -46,7 +46,8 @@ def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
     with no_cyclic_gc():
         try:
             for spans in iter_sources(paths, problems, keep=BUDGET_KEYS,
-                                      on_bytes=progress.feed(), notes=stated):
+                                      on_bytes=progress.feed(), notes=stated,
+                                      skip_unreadable=keep_going):
                 if problems and not keep_going:
                     raise BadInput(problems[0])
                 found, more = find_tasks(spans, on_span=on_span)
@@ -93,7 +94,7 @@ def summarize_sources(paths: list[Path], selection: Any = None, *, keep_going: b
                     notes.append(f"{exc}; read again in one process")
                     progress.restart()
             traces = iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed(),
-                                  notes=notes)
+                                  notes=notes, skip_unreadable=keep_going)
             summary, warnings = summarize_traces(
                 traces, selection, problems=problems, keep_going=keep_going,
                 keep_tasks=keep_tasks, slowest=slowest)
