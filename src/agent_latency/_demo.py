@@ -28,14 +28,11 @@ import time
 from pathlib import Path
 
 from . import semconv
-from ._local import DEFAULT_DIR
+from ._local import DEFAULT_DIR, DEMO_SUBDIR
 
 PROG = "agent-latency demo"
 #: Written into the demo's output directory: the demo replaces traces only where it finds it.
 MARKER = ".agent-latency-demo"
-#: The demo's directory inside the local default's (``AGENT_LATENCY_DIR``): the report falls
-#: back on it when the program's own traces file does not exist yet (``report/_files.py``).
-DEMO_SUBDIR = "demo"
 #: ``service.name`` of the demo agent's spans unless the environment names one.
 SERVICE_NAME = "agent-latency-demo"
 #: Inside the installed package (the wheel copies ``examples/`` there), then the source tree.

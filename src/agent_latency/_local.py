@@ -40,6 +40,10 @@ ROTATED_FILES = 3
 """Rotated files kept beside the current one: ``traces.jsonl.1`` (newest) … ``.3``."""
 DEFAULT_DIR = ".agent-latency"
 TRACES_FILE = "traces.jsonl"
+DEMO_SUBDIR = "demo"
+"""The demo's directory inside the local default's (``AGENT_LATENCY_DIR``): the report falls
+back on it when the program's own traces file does not exist yet (``report/_files.py``). It lives
+here, not in ``_demo``, because the demo imports the report."""
 
 
 def default_traces_path() -> Path:

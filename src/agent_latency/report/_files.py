@@ -6,8 +6,7 @@ import os
 from pathlib import Path
 
 from .. import semconv
-from .._demo import DEMO_SUBDIR
-from .._local import DEFAULT_DIR, ROTATED_FILES, TRACES_FILE
+from .._local import DEFAULT_DIR, DEMO_SUBDIR, ROTATED_FILES, TRACES_FILE
 
 
 def default_file() -> str:
