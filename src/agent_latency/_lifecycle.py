@@ -30,6 +30,7 @@ happen now) and then sets the flag again the way CPython does: the uncaught exce
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -293,9 +294,38 @@ def _resume_after_fork(start: bool) -> None:
             watcher.resume()
 
 
+# Set while ``os.fork`` runs through :func:`_fork_resuming_after`, which starts our threads
+# again itself once the fork returned.
+_through_wrapper = [False]
+
+
 @Guard("fork.after_in_parent")
 def _after_fork_in_parent() -> None:
-    _resume_after_fork(start=True)
+    # A fork through a reference to ``os.fork`` taken before ``instrument()``: resumed here.
+    if not _through_wrapper[0]:
+        _resume_after_fork(start=True)
+
+
+def _fork_resuming_after(real: Callable[[], int]) -> Callable[[], int]:
+    """``os.fork`` that starts our threads again after it returned in the parent: Python
+    3.13 warns after the parent's fork hooks have run, so they must not start them."""
+
+    @functools.wraps(real)
+    def fork() -> int:
+        _through_wrapper[0] = True
+        try:
+            pid = real()
+        except BaseException:
+            _through_wrapper[0] = False
+            _after_fork_in_parent()
+            raise
+        if pid:
+            _through_wrapper[0] = False
+            _after_fork_in_parent()
+        return pid
+
+    fork.__agent_latency_fork__ = True  # type: ignore[attr-defined]  # a function takes attributes
+    return fork
 
 
 #: True in a forked child from its first fork hook until it first yields to gevent's hub
@@ -309,6 +339,7 @@ def _resume_in_child() -> None:
     # built): they start the child's workers, which must find the processor open.  The
     # watcher starts afresh on first use (its own fork hook).
     _in_child_hooks[0] = _threads_are_greenlets()
+    _through_wrapper[0] = False
     _resume_after_fork(start=False)
 
 
@@ -357,3 +388,6 @@ def install(at_exit: Callable[[], None],
     if not _registered and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_in_child)
         _registered = True
+        if sys.version_info >= (3, 12) and not getattr(os.fork, "__agent_latency_fork__",
+                                                       False):
+            os.fork = _fork_resuming_after(os.fork)
