@@ -258,7 +258,7 @@ def _before_fork() -> None:
     Greenlets (gevent) are no threads: nothing to stop."""
     if sys.version_info < (3, 12) or _threads_are_greenlets():
         return
-    from ._sdk import pause_batch
+    from ._sdk import pause_batch  # imported by instrument() already: a look-up
 
     batches = _own_batches()
     watcher = _watcher()
@@ -283,7 +283,7 @@ def _before_fork() -> None:
 
 
 def _resume_after_fork(start: bool) -> None:
-    from ._sdk import resume_batch
+    from ._sdk import resume_batch  # imported by instrument() already: a look-up
 
     while _paused:
         resume_batch(_paused.pop(), start)
