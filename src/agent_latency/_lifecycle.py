@@ -272,10 +272,11 @@ def _before_fork() -> None:
     if _os_threads() not in (None, len(known)):
         return  # threads Python does not know (a C library's)
     for batch in batches:
-        if pause_batch(batch, _PAUSE_S):
-            _paused.append(batch)
-    if watcher is not None:
-        _watcher_paused[0] = watcher.pause(_PAUSE_S)
+        if pause_batch(batch, _PAUSE_S) is not None:
+            _paused.append(batch)  # started again after the fork, stopped in time or not
+    if watcher is not None and watcher.thread is not None:
+        watcher.pause(_PAUSE_S)
+        _watcher_paused[0] = True  # started again after the fork, stopped in time or not
     # A joined thread leaves the kernel's count a moment after Python's (3.12).
     deadline = time.monotonic() + 0.05
     while (_os_threads() or 1) > 1 and time.monotonic() < deadline:

@@ -217,15 +217,16 @@ def batch_worker(batch: object) -> Any:
     return getattr(batch, "_worker_thread", None)
 
 
-def pause_batch(batch: object, timeout_s: float) -> bool:
+def pause_batch(batch: object, timeout_s: float) -> bool | None:
     """Stop a batch processor's worker thread (it exports what is queued first) and wait
-    for it, at most ``timeout_s``; False when the shape differs or it did not stop.  The
-    processor is left marked shut down until :func:`resume_batch`."""
+    for it, at most ``timeout_s``: whether it stopped, None when the shape differs and
+    nothing was done.  Unless None, the processor stays marked shut down until
+    :func:`resume_batch` (a worker still exporting leaves once its export is done)."""
     worker = getattr(batch, "_worker_thread", None)
     awaken = getattr(batch, "_worker_awaken", None)
     if (worker is None or awaken is None or getattr(batch, "_shutdown", True)
             or not callable(getattr(batch, "worker", None))):
-        return False
+        return None
     batch._shutdown = True  # type: ignore[attr-defined]  # checked above
     awaken.set()
     worker.join(timeout_s)

@@ -160,7 +160,8 @@ class Watcher:
         if not self._stop:
             return
         self._stop = False
-        if self._epoll is not None:
+        old = self._thread
+        if self._epoll is not None and (old is None or not old.is_alive()):
             thread = threading.Thread(target=self._run, name="agent-latency-watcher",
                                       daemon=True)
             thread.start()
