@@ -150,7 +150,7 @@ def _instrument(summary: bool | None, targets: list[str] | None,
         _state = state
         _export_guard.exit_timeout_s = env_number(semconv.ENV_EXIT_TIMEOUT,
                                                   DEFAULT_EXIT_TIMEOUT_S, maximum=3600.0)
-        _lifecycle.install(_at_exit)
+        _lifecycle.install(_at_exit, _own_batches)
         if not _atexit_registered:
             # Registered after the provider, so it runs before the provider's own shutdown.
             atexit.register(_at_exit)
@@ -341,6 +341,12 @@ def _exporting_processors() -> tuple[list[SpanProcessor], bool, Path | None]:
             path = exporter.path
         processors.append(counting_batch_processor(exporter, **batch_span_settings()))
     return processors, False, path
+
+
+def _own_batches() -> list[Any]:
+    """The SDK batch processors of the exports built here (their threads stop for a fork)."""
+    return [batch for processors in _exporting.values() for processor in processors
+            if (batch := getattr(processor, "_batch_processor", None)) is not None]
 
 
 def stop_exports() -> None:

@@ -294,6 +294,10 @@ class LLMCall:
             if self.task == -1 and stream is not None:
                 self._note_late(stream)
             return
+        if stream is None and self.stream is not None:
+            # Ended from outside the stream (its task's end, the SDK object's finalizer): the
+            # marks are still on the stream's own state, not copied onto the call yet.
+            stream = self.stream()
         last = stream.t_chunk if stream is not None else self.t_chunk
         marks = [t for t in (last, self.t_return) if t is not None]
         self.finish(max(marks) if marks else None, None, None, stream)

@@ -70,6 +70,7 @@ class FinishedCall(Protocol):
     net: NetPhases
     chunks: int
     outputs: int
+    streaming: bool
     start_ns: int
     t_call: float
     t_first: float | None
@@ -103,6 +104,11 @@ def compute_phases(call: FinishedCall, t_end: float) -> tuple[CallPhases, float,
             # parsing it (0.4 s for a Responses ``response.completed``).  Unknown (no
             # socket, not Linux, not closed yet): the whole tail stays network.
             t_received = final.t_received
+        elif call.streaming and final.t_body_done is None:
+            # A stream left before its first output token (``break`` on a role-only chunk):
+            # the server was still working on that token when the program stopped reading,
+            # so its time runs to the end (prefill), not to the response's head.
+            t_received = None
         else:
             # A body read to its end (inside ``send`` when not streamed).
             t_received = final.t_body_done or final.t_return
@@ -176,7 +182,11 @@ def record(call: FinishedCall, t_end: float, error: BaseException | None, respon
         return
     phases, _rtt, rtt_source, reused = compute_phases(call, t_end)
     measured_stream = call.t_first is not None
-    if not measured_stream and endpoint.operation == semconv.OPERATION_CHAT and error is None:
+    # A stream that ended before its first output token is measured too: its server time
+    # was all spent before that token (prefill); only a response that never streamed is
+    # one block to split.
+    if (not measured_stream and not call.streaming
+            and endpoint.operation == semconv.OPERATION_CHAT and error is None):
         _split(call, phases)
     elif measured_stream and error is None:
         # Without a usage chunk (OpenAI streams without ``include_usage``) the output chunks
