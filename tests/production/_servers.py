@@ -9,6 +9,7 @@ server is started with the deployed configuration file, only its addresses rewri
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 from pathlib import Path
@@ -102,12 +103,37 @@ def start_collector(tmp: Path, config: dict[str, Any], name: str = "otelcol") ->
     return server
 
 
+def shortened(config: dict[str, Any], slow_task_s: float = 4.0,
+              slow_first_token_s: float | None = None) -> dict[str, Any]:
+    """The deployed Collector config with test timings: traces decided 1 s after a task's
+    root span (10 s deployed), tasks over ``slow_task_s`` slow (60 s), trace batches every
+    0.2 s (5 s), and, when given, first tokens over ``slow_first_token_s`` slow (5 s: below
+    the first-token alert's threshold, as a test's threshold override is).  The decision
+    wait that bounds a trace without a root stays far above any task here."""
+    config = json.loads(json.dumps(config))
+    sampling = config["processors"]["tail_sampling"]
+    assert (sampling["decision_wait"], sampling["decision_wait_after_root_received"]) == (
+        "1h", "10s")
+    sampling["decision_wait"] = "60s"
+    sampling["decision_wait_after_root_received"] = "1s"
+    slow = next(p for p in sampling["policies"] if p["type"] == "latency")
+    slow["latency"]["threshold_ms"] = int(slow_task_s * 1000)
+    if slow_first_token_s is not None:
+        (first,) = [p for p in sampling["policies"] if p["name"] == "slow-first-token"]
+        (condition,) = first["ottl_condition"]["span"]
+        assert condition.endswith("> 5.0"), condition
+        first["ottl_condition"]["span"] = [
+            condition.replace("> 5.0", f"> {slow_first_token_s}")]
+    config["processors"]["batch"]["timeout"] = "200ms"
+    return config
+
+
 class Jaeger:
     """Jaeger v2 with the deployed config on loopback: OTLP gRPC in, the query API out, and
     the UI from ``ui_assets`` (a jaeger-ui build) when given: Jaeger's Go module carries
     none."""
 
-    __slots__ = ("otlp_grpc", "query", "server")
+    __slots__ = ("otlp_grpc", "otlp_http", "query", "server")
 
     def __init__(self, tmp: Path, ui_assets: str | None = None) -> None:
         config, ports = loopback(yaml.safe_load(JAEGER_CONFIG.read_text()))
@@ -116,6 +142,7 @@ class Jaeger:
         path = tmp / "jaeger.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         self.otlp_grpc = f"127.0.0.1:{ports['receivers.otlp.protocols.grpc.endpoint']}"
+        self.otlp_http = f"http://127.0.0.1:{ports['receivers.otlp.protocols.http.endpoint']}"
         self.query = f"http://127.0.0.1:{ports['extensions.jaeger_query.http.endpoint']}"
         health = ports["extensions.healthcheckv2.http.endpoint"]
         self.server = Server("jaeger", [server_binary("jaeger"), f"--config={path}"], health,
