@@ -90,7 +90,9 @@ class TestJaegerUi:
                     browser.close()
         finally:
             jaeger.stop()
+        # Kept with the test's other files (pytest keeps the last runs' directories).
         print(f"\nJaeger UI screenshot: {screenshot}")
+        assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert errors == []
         for name in DRAWN:
             assert name in text, name
