@@ -142,14 +142,22 @@ class Server:
                 self.process.wait(5)
 
 
+def compose_prometheus_features() -> list[str]:
+    """The ``--enable-feature=`` flags docker-compose.yml gives Prometheus."""
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    return [arg for arg in compose["services"]["prometheus"]["command"]
+            if arg.startswith("--enable-feature=")]
+
+
 def start_prometheus(binary: str, tmp: Path, targets: dict[str, str], rule_files: list[Path],
-                     alertmanager: str | None, extra_jobs: dict[str, str] | None = None
-                     ) -> Server:
+                     alertmanager: str | None, extra_jobs: dict[str, str] | None = None,
+                     flags: list[str] | None = None) -> Server:
     """Prometheus with the deployed prometheus.yml, made fast and local: every scrape and
     evaluation each second, each deployed scrape target replaced by its address in
     ``targets`` (a job whose target is not there is dropped, Prometheus' own job scrapes
     itself), a job per ``extra_jobs`` entry (name: address), the given rule files, and
-    ``alertmanager`` as its Alertmanager."""
+    ``alertmanager`` as its Alertmanager.  Its features are docker-compose.yml's, or
+    ``flags`` instead."""
     port = free_port()
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s",
@@ -176,7 +184,8 @@ def start_prometheus(binary: str, tmp: Path, targets: dict[str, str], rule_files
     server = Server("prometheus", [
         binary, f"--config.file={path}", f"--storage.tsdb.path={tmp / 'prometheus-data'}",
         f"--web.listen-address=127.0.0.1:{port}", "--rules.alert.resend-delay=1s",
-        "--enable-feature=exemplar-storage", "--log.level=warn"], port,
+        *(compose_prometheus_features() if flags is None else flags), "--log.level=warn"],
+        port,
         tmp / "prometheus.log")
     server.wait_ready("/-/ready")
     return server

@@ -20,12 +20,8 @@ Jaeger holds.
 from __future__ import annotations
 
 import bisect
-import json
 import math
-import os
 import statistics
-import subprocess
-import sys
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -39,6 +35,7 @@ from machine_load import busy_slack
 from agent_latency import semconv
 from agent_latency.simulator import Simulator, SimulatorConfig
 
+from ._fleet import CALLS, OURS, TASKS, TTFT, FleetRun, run_fleet
 from ._servers import (
     COLLECTOR_CONFIG,
     Jaeger,
@@ -72,33 +69,6 @@ PROCESSES = 20
 AT_ONCE = 4
 LIFETIME_S = 2.0
 ALERT = "AgentLatencyFirstTokenSlow"
-AGENT = Path(__file__).with_name("fleet_agent.py")
-TTFT = "agent_latency_llm_time_to_first_token_seconds"
-TASKS = "agent_latency_task_wall_time_seconds_count"
-CALLS = "gen_ai_client_operation_duration_seconds_count"
-OURS = '__name__=~"agent_latency_.+|gen_ai_.+"'
-
-
-class FleetRun:
-    """What one fleet of agent processes did, by its own account."""
-
-    __slots__ = ("ended", "lifetimes", "service", "started", "tasks")
-
-    def __init__(self, service: str, lifetimes: list[float], tasks: list[dict[str, Any]],
-                 started: float, ended: float) -> None:
-        self.service = service
-        self.lifetimes = lifetimes
-        self.tasks = tasks
-        self.started = started
-        self.ended = ended
-
-    @property
-    def selector(self) -> str:
-        return f'job="{self.service}"'
-
-    def window(self) -> str:
-        """A range from before the fleet's first process to now."""
-        return f"[{math.ceil(time.time() - self.started) + 2}s]"
 
 
 class Fleet:
@@ -126,23 +96,8 @@ class Fleet:
             seconds: float = 0.0) -> FleetRun:
         """``processes`` agents of ``service`` (also their model's name), at most
         ``at_once`` alive at a time, each running tasks for ``seconds`` (one task: 0)."""
-        out = self.tmp / f"{service}.jsonl"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENT_LAT"))}
-        env.update({"OTEL_SERVICE_NAME": service, "OTEL_EXPORTER_OTLP_ENDPOINT": self.otlp_http,
-                    "OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "otlp",
-                    "OTEL_METRIC_EXPORT_INTERVAL": "1000", "OTEL_BSP_SCHEDULE_DELAY": "200",
-                    "AGENT_LATENCY_DIR": str(self.tmp / service),
-                    "AGENT_LATENCY_PROCESS_TASK": "false", "AGENT_LATENCY_SUMMARY": "false"})
-        started = time.time()
-        agents = subprocess.run(
-            [sys.executable, str(AGENT), self.sim.base_url, str(prefill_tps), service, str(out),
-             str(processes), str(at_once), str(seconds)],
-            env=env, capture_output=True, text=True, timeout=300, check=False)
-        assert agents.returncode == 0, agents.stderr[-3000:]
-        lines = [json.loads(line) for line in out.read_text().splitlines()]
-        (summary,) = [line for line in lines if "lifetimes" in line]
-        tasks = [line for line in lines if "trace_id" in line]
-        return FleetRun(service, summary["lifetimes"], tasks, started, time.time())
+        return run_fleet(self.tmp, self.sim.base_url, self.otlp_http, service, prefill_tps,
+                         processes, at_once, seconds)
 
     def settled(self, run: FleetRun) -> None:
         """Until Prometheus has scraped every task of ``run`` from the Collector."""
