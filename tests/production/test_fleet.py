@@ -6,7 +6,7 @@ every second.  They send OTLP, as deployed (delta temporality, agent-latency's d
 the Collector built from the builder manifest with the deployed config.yaml; Prometheus 3
 scrapes it with the deployed prometheus.yml and the deployed rules, made fast as the other
 Prometheus tests make them (_stack.fast_rules: 30 s windows, 2 s ``for``), and alerts through
-the real Alertmanager to a webhook.  The first-token threshold is overridden to 0.25 s the way
+the real Alertmanager to a webhook.  The first-token threshold is overridden to 0.4 s the way
 a deployment overrides it.  Each fleet is its own service (the ``job`` label) and model, so
 the fleets share the servers and are still told apart.
 
@@ -62,9 +62,9 @@ from ._stack import (
 pytestmark = pytest.mark.slow
 
 WINDOW_S = 30
-TTFT_THRESHOLD_S = 0.25
+TTFT_THRESHOLD_S = 0.4
 FAST_PREFILL_TPS = 50_000.0   # ~500 input tokens: ~10 ms to the first token
-SLOW_PREFILL_TPS = 1_000.0    # ~0.5 s to the first token
+SLOW_PREFILL_TPS = 600.0      # ~0.8 s to the first token
 PROCESSES = 20
 AT_ONCE = 4
 LIFETIME_S = 2.0
@@ -205,17 +205,6 @@ class TestShortProcesses:
               f"{max(fast.lifetimes):.2f} s, median {statistics.median(fast.lifetimes):.2f} s):"
               f" increase() saw {found}")
 
-    def test_first_token_p95_within_a_bucket(self, fleet: Fleet, fast: FleetRun,
-                                             slow: FleetRun):
-        for run in (fast, slow):
-            fleet.settled(run)
-            truth = statistics.quantiles([t["first_token_s"] for t in run.tasks], n=20)[-1]
-            p95 = fleet.value(f"histogram_quantile(0.95, sum by (le) "
-                              f"(increase({TTFT}_bucket{{{run.selector}}}{run.window()})))")
-            assert abs(_bucket(p95) - _bucket(truth)) <= 1, (run.service, p95, truth)
-            print(f"\n{run.service}: first-token p95 {p95:.3f} s from Prometheus, "
-                  f"{truth:.3f} s measured by the agents")
-
 
 class TestFirstTokenAlert:
     """The first-token alert fires through Alertmanager for a slow fleet of short processes,
@@ -225,9 +214,8 @@ class TestFirstTokenAlert:
         fleet.settled(fast)
         model = f'gen_ai_request_model="{fast.service}"'
         # The alert's minimum-rate condition holds for the fleet: only the p95 keeps it quiet.
-        rate = wait_for(lambda: fleet.value(
-            f"agent_latency:llm_time_to_first_token_seconds:calls_rate5m{{{model}}}"), 30,
-            "the fast fleet's call rate")
+        expr = f"agent_latency:llm_time_to_first_token_seconds:calls_rate5m{{{model}}}"
+        rate = wait_for(lambda: (lambda v: v if v > 0 else None)(fleet.value(expr)), 30, expr)
         assert rate > fleet.value("agent_latency:threshold:ttft_min_calls_per_second")
         p95 = fleet.value(f"agent_latency:llm_time_to_first_token_seconds:p95_rate5m{{{model}}}")
         assert p95 < TTFT_THRESHOLD_S
@@ -243,6 +231,22 @@ class TestFirstTokenAlert:
         alert = next(a for a in firing["alerts"] if a["labels"]["alertname"] == ALERT)
         assert alert["labels"]["gen_ai_provider_name"] == "openai"
         _check_counts(fleet, slow)
+
+
+class TestFirstTokenP95:
+    """The fleet's first-token p95 from Prometheus is within one bucket of the agents' own."""
+
+    def test_first_token_p95_within_a_bucket(self, fleet: Fleet, fast: FleetRun,
+                                             slow: FleetRun):
+        for run in (fast, slow):
+            fleet.settled(run)
+            truth = statistics.quantiles([t["first_token_s"] for t in run.tasks], n=20)[-1]
+            p95 = fleet.value(f"histogram_quantile(0.95, sum by (le) "
+                              f"(increase({TTFT}_bucket{{{run.selector}}}{run.window()})))")
+            assert math.isfinite(p95), run.service
+            assert abs(_bucket(p95) - _bucket(truth)) <= 1, (run.service, p95, truth)
+            print(f"\n{run.service}: first-token p95 {p95:.3f} s from Prometheus, "
+                  f"{truth:.3f} s measured by the agents")
 
 
 class TestLongLivedProcesses:
