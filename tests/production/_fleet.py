@@ -53,7 +53,7 @@ def run_fleet(tmp: Path, base_url: str, otlp_http: str, service: str, prefill_tp
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENT_LAT"))}
     environ.update({"OTEL_SERVICE_NAME": service, "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_http,
                     "OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "otlp",
-                    "OTEL_METRIC_EXPORT_INTERVAL": "1000", "OTEL_BSP_SCHEDULE_DELAY": "200",
+                    "OTEL_BSP_SCHEDULE_DELAY": "200",
                     "AGENT_LATENCY_DIR": str(tmp / service),
                     "AGENT_LATENCY_PROCESS_TASK": "false", "AGENT_LATENCY_SUMMARY": "false",
                     **(env or {})})

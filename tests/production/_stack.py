@@ -211,9 +211,11 @@ def start_alertmanager(binary: str, tmp: Path, webhook_url: str) -> Server:
     return server
 
 
-def query(prometheus: Server, expr: str) -> list[dict[str, Any]]:
-    """An instant query's result vector; raises on a PromQL error."""
-    url = prometheus.url + "/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+def query(prometheus: Server, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+    """An instant query's result vector (at Unix time ``at``, or now); raises on a PromQL
+    error."""
+    params: dict[str, Any] = {"query": expr} if at is None else {"query": expr, "time": at}
+    url = prometheus.url + "/api/v1/query?" + urllib.parse.urlencode(params)
     try:
         body = http_json(url)
     except urllib.error.HTTPError as exc:

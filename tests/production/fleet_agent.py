@@ -86,9 +86,9 @@ def child(base_url: str, prefill_tps: float, model: str, out: str, seconds: floa
 
 
 def warm_imports() -> None:
-    """What a child's instrument() and first call would import, imported once here: our
-    modules, the SDK parts and exporters instrument() builds from the OTEL_* variables, the
-    OpenAI client's resources (loaded on first use)."""
+    """What a child's instrument() and first call would import or compute, done once here:
+    our modules, the SDK parts and exporters instrument() builds from the OTEL_* variables,
+    the OpenAI client's resources (loaded on first use) and platform headers."""
     for name in SDK_MODULES:
         importlib.import_module(name)
     for module in pkgutil.walk_packages(agent_latency.__path__, "agent_latency."):
@@ -100,6 +100,10 @@ def warm_imports() -> None:
             continue
     client = openai.OpenAI(api_key="sk-test", base_url="http://127.0.0.1:9/v1")
     client.chat.completions.with_raw_response  # noqa: B018 - loads the resource modules
+    # The platform headers (cached per process; `uname -p` run as a child process): the
+    # fork of a process this size is slow on a loaded machine and would be in every
+    # child's first first-token time.
+    client.platform_headers()
     client.close()
 
 
