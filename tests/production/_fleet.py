@@ -50,6 +50,7 @@ def run_fleet(tmp: Path, base_url: str, otlp_http: str, service: str, prefill_tp
     at ``base_url``, at most ``at_once`` alive at a time, each running tasks for ``seconds``
     (0: one task), sending OTLP over HTTP to ``otlp_http`` (``env``: more variables)."""
     out = tmp / f"{service}.jsonl"
+    out.unlink(missing_ok=True)  # a second fleet of the same service: its own account
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENT_LAT"))}
     environ.update({"OTEL_SERVICE_NAME": service, "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_http,
                     "OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "otlp",

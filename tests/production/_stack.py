@@ -94,6 +94,18 @@ def fast_rules(text: str, *, window: str = "10s", hold: str = "2s", interval: st
     return yaml.safe_dump(data, sort_keys=False)
 
 
+def fast_rule_files(tmp: Path, ttft_threshold_s: float, window: str = "10s") -> list[Path]:
+    """The deployed rules made fast (:func:`fast_rules`, ranges of ``window``) and the
+    thresholds with the first-token one at ``ttft_threshold_s``, written into ``tmp``: the
+    rule files of an end-to-end test's Prometheus."""
+    rules = tmp / "agent-latency.yml"
+    rules.write_text(fast_rules(RULES.read_text(), window=window))
+    thresholds = tmp / "thresholds.yml"
+    thresholds.write_text(fast_rules(threshold_overrides(
+        THRESHOLDS.read_text(), {"agent_latency:threshold:ttft_p95_seconds": ttft_threshold_s})))
+    return [rules, thresholds]
+
+
 def threshold_overrides(text: str, values: dict[str, float]) -> str:
     """The thresholds file with some thresholds replaced: how a deployment overrides them."""
     data = yaml.safe_load(text)

@@ -45,17 +45,14 @@ from ._servers import (
     start_collector,
 )
 from ._stack import (
-    RULES,
-    THRESHOLDS,
     Server,
     Webhook,
-    fast_rules,
+    fast_rule_files,
     free_port,
     http_json,
     query,
     start_alertmanager,
     start_prometheus,
-    threshold_overrides,
     wait_for,
 )
 
@@ -116,11 +113,7 @@ class Fleet:
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     binaries = {name: server_binary(name) for name in ("prometheus", "alertmanager")}
     tmp = tmp_path_factory.mktemp("fleet")
-    rules = tmp / "agent-latency.yml"
-    rules.write_text(fast_rules(RULES.read_text(), window=f"{WINDOW_S}s"))
-    thresholds = tmp / "thresholds.yml"
-    thresholds.write_text(fast_rules(threshold_overrides(
-        THRESHOLDS.read_text(), {"agent_latency:threshold:ttft_p95_seconds": TTFT_THRESHOLD_S})))
+    rule_files = fast_rule_files(tmp, TTFT_THRESHOLD_S, f"{WINDOW_S}s")
     webhook = Webhook()
     servers: list[Server] = []
     jaeger = None
@@ -141,7 +134,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         prometheus = start_prometheus(
             binaries["prometheus"], tmp,
             {"otel-collector:8889": f"127.0.0.1:{ports['exporters.prometheus.endpoint']}"},
-            [rules, thresholds], f"127.0.0.1:{alertmanager.port}")
+            rule_files, f"127.0.0.1:{alertmanager.port}")
         servers.append(prometheus)
         yield Fleet(tmp, sim, f"http://127.0.0.1:{ports['receivers.otlp.protocols.http.endpoint']}",
                     prometheus, webhook, jaeger)
