@@ -15,7 +15,9 @@ processes, then the rest up to PROCESSES (default 10 and 100); after each, the t
 - ``prometheus otlp, cumulative`` and ``prometheus otlp, delta``: no Collector, the agents
   send to Prometheus 3's own OTLP receiver (deltas with its otlp-deltatocumulative).
 
-    AGENT_LATENCY_SERVERS=.servers/bin python benchmarks/bench_fleet_metrics.py [PROCESSES]
+    AGENT_LATENCY_SERVERS=.servers/bin python benchmarks/bench_fleet_metrics.py [PROCESSES [PATH]]
+
+(PATH: only the paths whose name contains it.)
 
 Prints a table; never fails (the tests hold the bounds).
 """
@@ -113,6 +115,7 @@ def _path(name: str, tmp: Path, sim: Simulator, processes: int,
 
 def main() -> int:
     processes = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    only = sys.argv[2] if len(sys.argv) > 2 else ""
     prometheus_binary = server_binary("prometheus")
     features = compose_prometheus_features()
     no_zero = [f for f in features if "created-timestamp" not in f]
@@ -148,6 +151,8 @@ def main() -> int:
           f"{'series: most per metric / all':>31}")
     with Simulator(SimulatorConfig(prefill_tps=50_000.0, output_tps=400.0)) as sim:
         for name, start, env in paths:
+            if only not in name:
+                continue
             tmp = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
             try:
                 row = _path(name, tmp, sim, processes, start, env)

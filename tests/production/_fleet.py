@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import agent_latency
+
 AGENT = Path(__file__).with_name("fleet_agent.py")
 TTFT = "agent_latency_llm_time_to_first_token_seconds"
 TASKS = "agent_latency_task_wall_time_seconds_count"
@@ -58,6 +60,10 @@ def run_fleet(tmp: Path, base_url: str, otlp_http: str, service: str, prefill_tp
                     "AGENT_LATENCY_DIR": str(tmp / service),
                     "AGENT_LATENCY_PROCESS_TASK": "false", "AGENT_LATENCY_SUMMARY": "false",
                     **(env or {})})
+    # The agents import the agent_latency this process imported, wherever it came from.
+    source = str(Path(agent_latency.__file__).resolve().parents[1])
+    environ["PYTHONPATH"] = os.pathsep.join(
+        [source, *filter(None, [environ.get("PYTHONPATH")])])
     started = time.time()
     agents = subprocess.run(
         [sys.executable, str(AGENT), base_url, str(prefill_tps), service, str(out),
