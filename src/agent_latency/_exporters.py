@@ -6,9 +6,13 @@ own configurator reads them, so every exporter a user installs works by its name
 ``console``, ``zipkin_json``, ``prometheus``, a vendor's) and ours, ``jsonl``, works under
 ``opentelemetry-instrument`` too.  ``none`` (or a list with nothing else) means no exporter.
 
-One difference from the SDK's configurator, on purpose: ``otlp`` with no protocol set means
+Two differences from the SDK's configurator, on purpose: ``otlp`` with no protocol set means
 ``http/protobuf``, the protocol the OTLP specification makes the default (the configurator
-picks gRPC).
+picks gRPC); and OTLP metrics are sent with delta temporality unless
+``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`` says otherwise.  An agent often lives
+one process per task: a cumulative series per process shows Prometheus its final value as its
+first sample, which ``rate()`` cannot see, while deltas from every process add up in the
+Collector (``deltatocumulative``) into one series per label set (docs/production.md).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from ._log import logger, warn_once
 
 TRACES_GROUP = "opentelemetry_traces_exporter"
 METRICS_GROUP = "opentelemetry_metrics_exporter"
+TEMPORALITY_VARIABLE = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"
 _OTLP_BY_PROTOCOL = {"grpc": "otlp_proto_grpc", "http/protobuf": "otlp_proto_http",
                      "http/json": "otlp_proto_http"}
 
@@ -69,7 +74,9 @@ def metric_readers(names: list[str],
 
     readers = []
     for name in names:
-        made = _load(METRICS_GROUP, _entry_name(name, "METRICS"), "OTEL_METRICS_EXPORTER")
+        entry = _entry_name(name, "METRICS")
+        made = _load(METRICS_GROUP, entry, "OTEL_METRICS_EXPORTER",
+                     **_otlp_metrics_options(entry))
         if made is None:
             continue
         readers.append(made if isinstance(made, MetricReader)
@@ -90,8 +97,24 @@ def _entry_name(name: str, signal: str) -> str:
     return entry
 
 
-def _load(group: str, name: str, variable: str) -> Any:
-    """An instance of the entry point ``name`` of ``group``, or None with one warning."""
+def _otlp_metrics_options(entry: str) -> dict[str, Any]:
+    """Delta temporality for an OTLP metrics exporter, unless the user chose one
+    (``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE``, which the exporter reads)."""
+    if not entry.startswith("otlp") or os.environ.get(TEMPORALITY_VARIABLE, "").strip():
+        return {}
+    from opentelemetry.sdk.metrics import Counter, Histogram, ObservableCounter
+    from opentelemetry.sdk.metrics.export import AggregationTemporality
+
+    # What the variable's ``delta`` gives: monotonic counters and histograms as deltas;
+    # up-down counters and gauges stay cumulative (a delta of those adds up to nothing).
+    delta = AggregationTemporality.DELTA
+    return {"preferred_temporality": {Counter: delta, ObservableCounter: delta,
+                                      Histogram: delta}}
+
+
+def _load(group: str, name: str, variable: str, **options: Any) -> Any:
+    """An instance of the entry point ``name`` of ``group`` (made with ``options``), or
+    None with one warning."""
     # Imported here: scanning installed packages' metadata is start-up time the local
     # default (which names no exporter) never needs.
     from importlib.metadata import entry_points
@@ -104,7 +127,7 @@ def _load(group: str, name: str, variable: str) -> Any:
                   "package provides (installed: %s); ignored", variable, name, choices)
         return None
     try:
-        return entry.load()()
+        return entry.load()(**options)
     except Exception as exc:  # noqa: BLE001 - a broken exporter must not stop the program
         warn_once(f"exporter-{group}-{name}-failed", "agent-latency: the %s exporter %r could "
                   "not be made (%s: %s); ignored", variable, name, type(exc).__name__, exc)

@@ -328,7 +328,7 @@ class BudgetSpanProcessor(SpanProcessor):
         self._tool_duration = meter.create_histogram(
             semconv.METRIC_TOOL_DURATION, unit="s",
             description="Duration of one tool call inside a task (outermost tools only).",
-            explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
+            explicit_bucket_boundaries_advisory=list(semconv.TOOL_DURATION_BUCKETS),
         )
         _hooks.register(self.finish_task)
         if hasattr(os, "register_at_fork"):

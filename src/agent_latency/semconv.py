@@ -183,6 +183,10 @@ OTHER_PART: Final = "agent_latency.other.part"
 TASK_DURATION_BUCKETS: Final = (
     *DURATION_BUCKETS, 163.84, 327.68, 655.36, 1310.72, 2621.44, 5242.88,
 )
+# A tool run (a test suite, a build) and a first token (a long prompt on a loaded server)
+# can also take minutes: their histograms reach past an hour as the tasks' do.
+TOOL_DURATION_BUCKETS: Final = TASK_DURATION_BUCKETS
+TIME_TO_FIRST_TOKEN_BUCKETS: Final = TASK_DURATION_BUCKETS
 # One point per finished task: its wall time.  By task name only when asked
 # (ENV_METRIC_TASK_NAMES): names are free text, so the label is off by default and, when
 # on, bounded by ENV_METRIC_TASK_NAMES_LIMIT distinct names; later names share

@@ -9,6 +9,7 @@ server is started with the deployed configuration file, only its addresses rewri
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 from pathlib import Path
@@ -100,6 +101,31 @@ def start_collector(tmp: Path, config: dict[str, Any], name: str = "otelcol") ->
         server.stop()
         raise
     return server
+
+
+def shortened(config: dict[str, Any], slow_task_s: float = 4.0,
+              slow_first_token_s: float | None = None) -> dict[str, Any]:
+    """The deployed Collector config with test timings: traces decided 1 s after a task's
+    root span (10 s deployed), tasks over ``slow_task_s`` slow (60 s), trace batches every
+    0.2 s (5 s), and, when given, first tokens over ``slow_first_token_s`` slow (5 s: below
+    the first-token alert's threshold, as a test's threshold override is).  The decision
+    wait that bounds a trace without a root stays far above any task here."""
+    config = json.loads(json.dumps(config))
+    sampling = config["processors"]["tail_sampling"]
+    assert (sampling["decision_wait"], sampling["decision_wait_after_root_received"]) == (
+        "1h", "10s")
+    sampling["decision_wait"] = "60s"
+    sampling["decision_wait_after_root_received"] = "1s"
+    slow = next(p for p in sampling["policies"] if p["type"] == "latency")
+    slow["latency"]["threshold_ms"] = int(slow_task_s * 1000)
+    if slow_first_token_s is not None:
+        (first,) = [p for p in sampling["policies"] if p["name"] == "slow-first-token"]
+        (condition,) = first["ottl_condition"]["span"]
+        assert condition.endswith("> 5.0"), condition
+        first["ottl_condition"]["span"] = [
+            condition.replace("> 5.0", f"> {slow_first_token_s}")]
+    config["processors"]["batch"]["timeout"] = "200ms"
+    return config
 
 
 class Jaeger:

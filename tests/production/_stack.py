@@ -94,6 +94,18 @@ def fast_rules(text: str, *, window: str = "10s", hold: str = "2s", interval: st
     return yaml.safe_dump(data, sort_keys=False)
 
 
+def fast_rule_files(tmp: Path, ttft_threshold_s: float, window: str = "10s") -> list[Path]:
+    """The deployed rules made fast (:func:`fast_rules`, ranges of ``window``) and the
+    thresholds with the first-token one at ``ttft_threshold_s``, written into ``tmp``: the
+    rule files of an end-to-end test's Prometheus."""
+    rules = tmp / "agent-latency.yml"
+    rules.write_text(fast_rules(RULES.read_text(), window=window))
+    thresholds = tmp / "thresholds.yml"
+    thresholds.write_text(fast_rules(threshold_overrides(
+        THRESHOLDS.read_text(), {"agent_latency:threshold:ttft_p95_seconds": ttft_threshold_s})))
+    return [rules, thresholds]
+
+
 def threshold_overrides(text: str, values: dict[str, float]) -> str:
     """The thresholds file with some thresholds replaced: how a deployment overrides them."""
     data = yaml.safe_load(text)
@@ -142,14 +154,22 @@ class Server:
                 self.process.wait(5)
 
 
+def compose_prometheus_features() -> list[str]:
+    """The ``--enable-feature=`` flags docker-compose.yml gives Prometheus."""
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    return [arg for arg in compose["services"]["prometheus"]["command"]
+            if arg.startswith("--enable-feature=")]
+
+
 def start_prometheus(binary: str, tmp: Path, targets: dict[str, str], rule_files: list[Path],
-                     alertmanager: str | None, extra_jobs: dict[str, str] | None = None
-                     ) -> Server:
+                     alertmanager: str | None, extra_jobs: dict[str, str] | None = None,
+                     flags: list[str] | None = None) -> Server:
     """Prometheus with the deployed prometheus.yml, made fast and local: every scrape and
     evaluation each second, each deployed scrape target replaced by its address in
     ``targets`` (a job whose target is not there is dropped, Prometheus' own job scrapes
     itself), a job per ``extra_jobs`` entry (name: address), the given rule files, and
-    ``alertmanager`` as its Alertmanager."""
+    ``alertmanager`` as its Alertmanager.  Its features are docker-compose.yml's, or
+    ``flags`` instead."""
     port = free_port()
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s",
@@ -176,7 +196,8 @@ def start_prometheus(binary: str, tmp: Path, targets: dict[str, str], rule_files
     server = Server("prometheus", [
         binary, f"--config.file={path}", f"--storage.tsdb.path={tmp / 'prometheus-data'}",
         f"--web.listen-address=127.0.0.1:{port}", "--rules.alert.resend-delay=1s",
-        "--enable-feature=exemplar-storage", "--log.level=warn"], port,
+        *(compose_prometheus_features() if flags is None else flags), "--log.level=warn"],
+        port,
         tmp / "prometheus.log")
     server.wait_ready("/-/ready")
     return server
@@ -202,9 +223,11 @@ def start_alertmanager(binary: str, tmp: Path, webhook_url: str) -> Server:
     return server
 
 
-def query(prometheus: Server, expr: str) -> list[dict[str, Any]]:
-    """An instant query's result vector; raises on a PromQL error."""
-    url = prometheus.url + "/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+def query(prometheus: Server, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+    """An instant query's result vector (at Unix time ``at``, or now); raises on a PromQL
+    error."""
+    params: dict[str, Any] = {"query": expr} if at is None else {"query": expr, "time": at}
+    url = prometheus.url + "/api/v1/query?" + urllib.parse.urlencode(params)
     try:
         body = http_json(url)
     except urllib.error.HTTPError as exc:

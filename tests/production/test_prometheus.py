@@ -35,12 +35,11 @@ from ._stack import (
     THRESHOLDS,
     Server,
     Webhook,
-    fast_rules,
+    fast_rule_files,
     free_port,
     query,
     start_alertmanager,
     start_prometheus,
-    threshold_overrides,
     wait_for,
 )
 
@@ -84,11 +83,7 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     binaries = {name: server_binary(name) for name in ("prometheus", "alertmanager")}
     tmp = tmp_path_factory.mktemp("prometheus-stack")
-    rules = tmp / "agent-latency.yml"
-    rules.write_text(fast_rules(RULES.read_text()))
-    thresholds = tmp / "thresholds.yml"
-    thresholds.write_text(fast_rules(threshold_overrides(
-        THRESHOLDS.read_text(), {"agent_latency:threshold:ttft_p95_seconds": TTFT_THRESHOLD_S})))
+    rule_files = fast_rule_files(tmp, TTFT_THRESHOLD_S)
     control = tmp / "control"
     control.write_text(f"{FAST_PREFILL_TPS}\n")
     webhook = Webhook()
@@ -109,7 +104,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         agent_endpoint = free_port()
         prometheus = start_prometheus(binaries["prometheus"], tmp,
                                       {"otel-collector:8889": exporter},
-                                      [rules, thresholds], f"127.0.0.1:{alertmanager.port}",
+                                      rule_files, f"127.0.0.1:{alertmanager.port}",
                                       {SDK_JOB: f"127.0.0.1:{agent_endpoint}"})
         servers.append(prometheus)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENT_LAT"))}

@@ -38,7 +38,7 @@ class Instruments:
         self.ttft = meter.create_histogram(
             semconv.METRIC_LLM_TIME_TO_FIRST_TOKEN, unit="s",
             description="Time from the call to the first output token.",
-            explicit_bucket_boundaries_advisory=buckets)
+            explicit_bucket_boundaries_advisory=list(semconv.TIME_TO_FIRST_TOKEN_BUCKETS))
         self.tps = meter.create_histogram(
             semconv.METRIC_LLM_OUTPUT_TOKENS_PER_SECOND, unit="{token}/s",
             description="Output tokens per second of output generation.",
