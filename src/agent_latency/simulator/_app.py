@@ -70,6 +70,8 @@ def build_app(state: ServerState) -> web.Application:
     """The simulator's routes on one aiohttp application."""
     app = web.Application(middlewares=[_shaped_errors], client_max_size=256 * 1024 * 1024)
     app.router.add_post("/v1/chat/completions", _bind(state, CHAT))
+    # Groq's SDK prefixes the OpenAI paths with /openai.
+    app.router.add_post("/openai/v1/chat/completions", _bind(state, CHAT))
     app.router.add_post("/v1/responses", _bind(state, RESPONSES))
     app.router.add_get("/v1/responses", _with_state(state, responses_websocket))
     app.router.add_post("/v1/messages", _bind(state, MESSAGES))

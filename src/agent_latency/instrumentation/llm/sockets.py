@@ -37,8 +37,18 @@ from opentelemetry import propagate
 
 from ... import semconv
 from ..._log import internal_error
-from ..net import Attempt, Request, exchanges_patch, recognise_with
-from . import Endpoint, Info, LLMCall, LLMInstrumentor, Settings, Target, google_genai, int_or_none
+from ..net import Attempt, Request, exchanges_patch, follow, recognise_with
+from . import (
+    Endpoint,
+    Info,
+    LLMCall,
+    LLMInstrumentor,
+    Settings,
+    Target,
+    _wire,
+    google_genai,
+    int_or_none,
+)
 from ._output_events import is_output_event
 from .anthropic import MESSAGES
 from .openai import CHAT, EMBEDDINGS, RESPONSES
@@ -193,10 +203,12 @@ _REQUEST_ATTRIBUTES = (("max_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
 class WireCall:
     """One model request seen on the wire: the network layer's observer of its exchange."""
 
-    __slots__ = ("body", "call", "first", "inject", "pending", "sse", "status", "tail")
+    __slots__ = ("body", "call", "first", "inject", "marks", "pending", "sse", "status", "tail")
 
     def __init__(self, call: LLMCall, inject: bool) -> None:
         self.call = call
+        # A stream's arrival times (``_wire``), from when it is known to stream.
+        self.marks: _wire.StreamMarks | None = None
         self.inject = inject and call.propagate
         self.status = 0
         self.sse = False
@@ -207,7 +219,21 @@ class WireCall:
 
     # -- the request -----------------------------------------------------------------------
     def add_attempt(self, attempt: Attempt) -> None:
-        self.call.add_attempt(attempt)
+        call = self.call
+        call.add_attempt(attempt)
+        if call.wants_arrivals and attempt.following is None:
+            # Its reads dated from the kernel's receive stamps (the network layer's tap on
+            # the exchange), as an SDK's are: a body's last byte, a stream's tokens.
+            attempt.following = follow(attempt, call.classify_event)
+        if call.streaming:
+            self._stream_window()
+
+    def _stream_window(self) -> None:
+        """The call streams: its first token is watched for from now on (the client may be
+        busy when it lands: a process's first parse, another thread, a collection)."""
+        if self.marks is None:
+            self.marks = marks = _wire.StreamMarks(self.call)
+            _wire.start(marks)
 
     def header_lines(self) -> bytes:
         if not self.inject:
@@ -229,6 +255,8 @@ class WireCall:
             return
         if isinstance(data, Mapping):
             _read_request(self.call, data)
+        if self.call.streaming:
+            self._stream_window()
 
     # -- the response ---------------------------------------------------------------------
     def response_head(self, status: int, headers: dict[str, str], t: float) -> None:
@@ -241,6 +269,8 @@ class WireCall:
             call.streaming = True
             call.span.set_attributes({semconv.GEN_AI_REQUEST_STREAM: True,
                                       semconv.LLM_STREAMING: True})
+        if call.streaming:
+            self._stream_window()
         call.defer()
 
     def response_data(self, data: bytes, t: float) -> None:
@@ -266,6 +296,8 @@ class WireCall:
             start = end + 2
         rest = buf[start:]
         self.pending = rest if len(rest) <= _EVENT_CAP else b""
+        if self.marks is not None:
+            self.marks.handed_over()
 
     def _event(self, event: bytes, t: float) -> None:
         if b"data:" not in event or b"[DONE]" in event or b"event: ping" in event:
@@ -301,6 +333,9 @@ class WireCall:
         self.body = None
         self.first = None
         self.tail.clear()
+        marks, self.marks = self.marks, None
+        if marks is not None:
+            marks.end()
         call.finish(t, error, response)
 
 
