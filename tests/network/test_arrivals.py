@@ -148,6 +148,23 @@ class TestEventEnds:
         data = event(12345)
         assert self.events(data[:5], data[5:12], data[12:]) == [(len(data), data)]
 
+    def test_ndjson_lines_by_the_response_head(self) -> None:
+        """A response whose head names an NDJSON type (Ollama's) has one event a JSON line;
+        the head, the chunks' size lines and blank lines are none."""
+        one, two = b'{"message": {"content": "a"}}\n', b'{"done": true}\n'
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")
+        framed = head + b"%x\r\n" % len(one) + one + b"\r\n" + b"%x\r\n" % len(two) + two
+        first_end = framed.index(one) + len(one)
+        cut = first_end - 5  # a line split across reads
+        assert self.events(framed[:cut], framed[cut:] + b"\r\n0\r\n\r\n") == [
+            (first_end, one[:-1]), (len(framed), two[:-1])]
+
+    def test_sse_where_the_head_names_no_ndjson_type(self) -> None:
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+        data = head + b'{"not": "an event"}\n' + event(1)
+        assert self.ends(data) == [len(data)]
+
     def test_records_handed_over_one_by_one(self, pair) -> None:
         """Plaintext decrypted from bytes an earlier read took off the socket (3.10's
         asyncio TLS hands each record over in its own call) shares that read's wire bytes:
