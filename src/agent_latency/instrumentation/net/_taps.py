@@ -201,6 +201,7 @@ def _protocol_tap(protocol: Any, arrivals: Arrivals) -> Untap:
     def data_received(data: bytes) -> None:
         if data:  # (empty: aiohttp resuming its own decompression, nothing off the wire)
             try:
+                arrivals.done_sending()  # the response is coming: the request is all out
                 arrivals.read(data, perf_counter())
             except Exception:  # noqa: BLE001
                 internal_error("net.tap")
