@@ -161,14 +161,15 @@ def _follow_connection(owner: Any, connection: Any) -> None:
         if sock is not None:
             attempt.sock = sock
         following = attempt.following = follow(attempt, owner.classify_event)
-        if following is not None:
-            # The request leaves with the kernel's transmit stamps on (the loop may be busy
-            # when aiohttp's chunk-sent signal runs), and a stream's first token is watched
-            # for from here: a client that sends on its first fetch (google-genai's async
-            # generator) may be busy with other tasks, or its first parse, when it lands.
+        if following is not None and owner.streaming:
+            # A stream's first token is watched for from here: a client that sends on its
+            # first fetch (google-genai's async generator) may be busy with other tasks, or
+            # its first parse, when it lands.  Its request leaves with the kernel's transmit
+            # stamps on (the loop may be busy when aiohttp's chunk-sent signal runs); a
+            # stamp that lands after the signal is taken off the error queue by the watcher
+            # (left there, the loop would see the socket in error until the reply came).
             following.arrivals.sending()
-            if owner.streaming:
-                following.watch(ticks=True)
+            following.watch(ticks=True)
     except Exception:  # noqa: BLE001
         internal_error("aiohttp.connection")
 
