@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _callgrind import counts as callgrind_counts
+import _callgrind as callgrind
 from bench_first_call_clients import _served
 
 LENGTHS = {"s20": 20, "s200": 200}
@@ -130,8 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         worker(args.worker, args.url, args.n)
         return 0
-    if not (shutil.which("valgrind") and shutil.which("callgrind_control")):
-        print("valgrind (callgrind) is not installed", file=sys.stderr)
+    if not callgrind.available():
         return 1
     from agent_latency.simulator import SimulatorConfig, SimulatorProcess
 
@@ -143,16 +140,10 @@ def main(argv: list[str] | None = None) -> int:
             if library.startswith("ollama") and not _served(sim.base_url, "/api/chat"):
                 print(f"{library}: skipped, the simulator has no /api/chat route")
                 continue
-            folder = tempfile.mkdtemp(prefix="callgrind-")
-            proc = subprocess.run(
-                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/cg.%p",
-                 sys.executable, __file__, "--worker", library, "--url", sim.base_url,
-                 "--n", str(args.n)], capture_output=True, text=True, timeout=3600)
-            counts = callgrind_counts(folder)
-            shutil.rmtree(folder, ignore_errors=True)
-            if proc.returncode != 0 or not all(f"{k}-{s}" in counts for k in LENGTHS
-                                               for s in ("on", "off")):
-                print(f"{library} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+            counts = callgrind.run(__file__, ["--worker", library, "--url", sim.base_url,
+                                              "--n", str(args.n)],
+                                   [f"{k}-{s}" for k in LENGTHS for s in ("on", "off")])
+            if counts is None:
                 continue
             per = {key: value / args.n for key, value in counts.items()}
             chunks = LENGTHS["s200"] - LENGTHS["s20"]

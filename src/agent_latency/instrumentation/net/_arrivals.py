@@ -311,17 +311,25 @@ class Arrivals:
             self.framing = framing
         yield from (self._scan_lines() if framing == NDJSON else self._scan_events())
 
+    def _take_block(self) -> tuple[int, int, bytes, float] | None:
+        """The oldest block read and not scanned: its wire start and end, its bytes and wire
+        bytes per byte read; None when all are scanned."""
+        if not self._blocks:
+            return None
+        c0, c1, data = self._blocks.popleft()
+        self._pending -= len(data)
+        return c0, c1, data, (c1 - c0) / len(data)
+
     def _scan_lines(self) -> Iterator[tuple[int, bytes] | None]:
         """NDJSON: each line that holds a JSON object is an event (the response head, the
         HTTP chunks' size lines and blank lines are not)."""
         partial = b""  # the line read so far
         while True:
-            if not self._blocks:
+            block = self._take_block()
+            if block is None:
                 yield None
                 continue
-            c0, c1, data = self._blocks.popleft()
-            self._pending -= len(data)
-            scale = (c1 - c0) / len(data)
+            c0, c1, data, scale = block
             prev = 0
             pos = data.find(b"\n")
             while pos != -1:
@@ -339,12 +347,11 @@ class Arrivals:
         has_data = skip = False
         last = partial = b""  # the previous block's last byte; the event read so far
         while True:
-            if not self._blocks:
+            block = self._take_block()
+            if block is None:
                 yield None
                 continue
-            c0, c1, data = self._blocks.popleft()
-            self._pending -= len(data)
-            scale = (c1 - c0) / len(data)
+            c0, c1, data, scale = block
             prev = 0
             search = last + data
             shift = len(last)
