@@ -12,8 +12,10 @@ batch (``callgrind_control -d``), so imports and warm-up are never counted.  Kin
 - ``sendall``: ``sendall`` of 256 bytes that are not a request head (the common case);
 - ``send``: the same with ``send``;
 - ``recv``: ``recv`` of those 256 bytes on the other end (written with ``os.write``);
-- ``post``: ``sendall`` of a ``POST`` head to a path that is not a model endpoint (the
-  request line and headers are parsed, the recogniser says no);
+- ``post``: ``sendall`` of a JSON ``POST`` to a path that is not a model endpoint (the
+  request line and headers are parsed; with generic spans on, the body is looked at for a
+  model request and the exchange let go; ``AGENT_LATENCY_GENERIC_CALLS=off``: the
+  recogniser says no at the head);
 - ``connect``: ``socket.create_connection`` to the listener, then ``close`` (the setup is
   kept for a request that may follow).
 

@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=5, help="most model turns (default 5)")
     parser.add_argument("--model", default=os.environ.get("DEMO_MODEL", "sim-coder"))
     parser.add_argument("--question", default="What does `python -c 'print(42)'` print?")
+    parser.add_argument("--task", default="demo", help="the task's name (default demo)")
     args = parser.parse_args(argv)
 
     agent_latency.instrument()  # before the client is made: patches openai and httpx
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                            api_key=os.environ.get("OPENAI_API_KEY", "sk-demo"))
     messages: list[dict] = [{"role": "system", "content": SYSTEM},
                             {"role": "user", "content": args.question}]
-    with agent_latency.task("demo"):
+    with agent_latency.task(args.task):
         for turn in range(args.turns):
             text, calls = one_turn(client, args.model, messages)
             assistant: dict = {"role": "assistant", "content": text or None}

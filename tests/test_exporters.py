@@ -4,7 +4,9 @@ take no metrics, and providers other tools set up first."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -314,3 +316,58 @@ def test_prometheus_endpoint_answers_over_http(tmp_path):
         assert "agent_latency_task_duration_seconds_count" in body
     finally:
         child.wait(timeout=30)
+
+
+BURST = textwrap.dedent("""
+    import agent_latency
+    agent_latency.instrument()
+    with agent_latency.task("burst"):
+        for i in range({n}):
+            with agent_latency.tool("t"):
+                pass
+""")
+_LOST = re.compile(r"agent-latency: .*?(\d+) spans (?:never reached|lost)")
+
+
+def _stored_spans(directory: Path) -> list[str]:
+    names = []
+    for path in directory.glob("traces.jsonl*"):
+        for line in path.read_text().splitlines():
+            for rs in json.loads(line)["resourceSpans"]:
+                for ss in rs["scopeSpans"]:
+                    names += [span["name"] for span in ss["spans"]]
+    return names
+
+
+class TestSpansLostInABurst:
+    """Every span that never reaches the destination is counted: at exit on stderr, and in
+    the report (a span saying how many)."""
+
+    def test_a_full_queue_is_counted_and_reported(self, tmp_path):
+        n = 20_000
+        result = run_python(BURST.format(n=n), tmp_path, timeout=180,
+                            OTEL_BSP_MAX_QUEUE_SIZE="64", OTEL_BSP_MAX_EXPORT_BATCH_SIZE="64")
+        assert result.returncode == 0, result.stderr
+        (line,) = [x for x in result.stderr.splitlines() if x.startswith("agent-latency:")]
+        assert "a burst filled the export queue (raise OTEL_BSP_MAX_QUEUE_SIZE)" in line, line
+        lost = int(_LOST.search(line).group(1))
+        stored = _stored_spans(tmp_path / ".agent-latency")
+        assert stored.count("agent-latency spans lost") == 1
+        assert lost > 0 and len(stored) - 1 + lost == n + 1, (lost, len(stored))
+        report = subprocess.run([sys.executable, "-m", "agent_latency", "report"],
+                                cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert f"lost {lost:,} spans before export" in report.stderr, report.stderr
+        assert "Queue full" not in result.stderr
+
+    def test_a_closed_port_counts_every_span(self, tmp_path):
+        n = 5_000
+        port = _free_port()  # nothing listens there
+        result = run_python(BURST.format(n=n), tmp_path, timeout=180,
+                            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+                            OTEL_METRICS_EXPORTER="none")
+        assert result.returncode == 0, result.stderr
+        (line,) = [x for x in result.stderr.splitlines() if _LOST.search(x)]
+        # The spans made: the tools, the task and, when the queue dropped some, the span
+        # saying so (lost as well: the backend is down).
+        made = n + 1 + ("because a burst filled the export queue" in line)
+        assert int(_LOST.search(line).group(1)) == made, result.stderr

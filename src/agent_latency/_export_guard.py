@@ -11,7 +11,11 @@ Every exporter ``instrument()`` builds is wrapped:
   stops while traces go on;
 * at exit, providers we built are shut down within ``AGENT_LATENCY_EXIT_TIMEOUT`` seconds
   (default 2) whatever the backend does, and each destination that failed gets one line
-  with its count.
+  with its count;
+* spans that find the batch processor's queue full (a burst that ends more spans than
+  ``OTEL_BSP_MAX_QUEUE_SIZE`` before the exporter catches up; the SDK logs the first and
+  counts none) and spans still queued when the exit bound runs out are counted too: the
+  count of spans lost is every span that never reached the destination.
 
 The wrappers read two private fields of the SDK's exporters (the endpoint, for the message,
 and a metric exporter's preferred temporality and aggregation, which the SDK's periodic
@@ -28,14 +32,19 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from ._log import logger
+from . import semconv
+from ._locks import ForkSafeLock
+from ._log import Guard, logger
 from ._sdk import (
     batch_processors,
     exporter_endpoint,
     preferred_aggregation,
     preferred_temporality,
+    span_batch_queue,
 )
 
 DEFAULT_EXIT_TIMEOUT_S = 2.0
@@ -96,7 +105,7 @@ class Destination:
     """One place our data goes, and how exporting there has gone this run."""
 
     __slots__ = ("batches", "dropped", "failures", "give_up", "healthy", "lock", "name",
-                 "signal", "stopped", "warned")
+                 "not_queued", "signal", "stopped", "warned")
 
     def __init__(self, signal: str, name: str, *, warns_itself: bool = False) -> None:
         self.signal = signal  # "spans" or "metrics"
@@ -104,6 +113,7 @@ class Destination:
         self.batches = 0
         self.failures = 0
         self.dropped = 0
+        self.not_queued = 0  # of ``dropped``: spans a full queue dropped before any export
         self.healthy = True  # the last export succeeded (or none ran yet)
         self.give_up: Any = None  # ends the exporter's retries (set by its guard)
         self.stopped = False
@@ -145,11 +155,30 @@ class Destination:
                            "counted and reported at exit", self.signal, self.name,
                            reason or "the exporter reported a failure")
 
+    def lost(self, items: int, *, queue_full: bool = False) -> None:
+        """``items`` that never reached the destination without an export failing."""
+        with self.lock:
+            self.dropped += items
+            if queue_full:
+                self.not_queued += items
+
     def report(self) -> None:
-        if self.failures and not self.stopped:
-            logger.warning("agent-latency: %d of %d exports of %s to %s failed; %d %s lost",
-                           self.failures, self.batches, self.signal, self.name,
-                           self.dropped, "spans" if self.signal == "spans" else "points")
+        if self.stopped or not (self.failures or self.dropped):
+            return
+        what = "spans" if self.signal == "spans" else "points"
+        burst = "a burst filled the export queue (raise OTEL_BSP_MAX_QUEUE_SIZE)"
+        if self.failures:
+            logger.warning("agent-latency: %d of %d exports of %s to %s failed; %d %s lost%s",
+                           self.failures, self.batches, self.signal, self.name, self.dropped,
+                           what, f", {self.not_queued} of them because {burst}"
+                           if self.not_queued else "")
+        elif self.not_queued == self.dropped:
+            logger.warning("agent-latency: %d %s never reached %s: %s", self.dropped, what,
+                           self.name, burst)
+        else:
+            logger.warning("agent-latency: %d %s never reached %s (%d because %s, the rest "
+                           "still queued when the exit bound ran out)", self.dropped, what,
+                           self.name, self.not_queued, burst)
 
 
 def _register(guard: Any, signal: str, exporter: object) -> Destination:
@@ -213,6 +242,65 @@ class GuardedSpanExporter(SpanExporter):
             return bool(self.inner.force_flush(timeout_millis))
         except Exception:  # noqa: BLE001
             return False
+
+
+_queue_lock = ForkSafeLock()
+# How long the exit waits, at most, for room in a full queue for the span that says how
+# many spans were lost.
+_ROOM_WAIT_S = 0.5
+
+
+class CountingBatchSpanProcessor(BatchSpanProcessor):
+    """The SDK's batch span processor, counting the spans it loses: each span that finds
+    the queue full (the SDK would drop its oldest span and log only the first time), and at
+    exit each one still queued when the bound ran out.  The count goes to the guarded
+    exporter's destination (the exit line)."""
+
+    def __init__(self, exporter: GuardedSpanExporter, **settings: Any) -> None:
+        super().__init__(exporter, **settings)
+        self.destination = exporter.destination
+        with _registry_lock:
+            _counting.append(self)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        queue = span_batch_queue(self)
+        if queue is None or queue.maxlen is None or not span.context.trace_flags.sampled:
+            super().on_end(span)
+            return
+        # A full queue would drop its oldest span for this one, uncounted: this one is
+        # dropped instead, and counted.  One at a time, so that the queue cannot fill
+        # between the look and the span going in (the worker only ever takes spans out).
+        with _queue_lock:
+            full = len(queue) >= queue.maxlen
+            if not full:
+                super().on_end(span)
+        if full:
+            self.destination.lost(1, queue_full=True)
+
+    def say_losses(self, tracer: Any) -> None:
+        """A span stating how many spans found the queue full, for whoever reads the
+        destination (``agent-latency report`` states it); none when none did."""
+        lost = self.destination.not_queued
+        queue = span_batch_queue(self)
+        if not lost or queue is None or queue.maxlen is None:
+            return
+        give_up = time.monotonic() + _ROOM_WAIT_S
+        while len(queue) >= queue.maxlen and time.monotonic() < give_up:
+            time.sleep(0.01)  # the burst is over: the exporter makes room
+        # A root of its own: in no task, whatever is current at exit.
+        tracer.start_span(semconv.SPANS_LOST_SPAN, context=Context(), attributes={
+            semconv.SPANS_LOST: lost}).end()
+
+    def count_left_behind(self) -> None:
+        """Spans still queued (the exit bound ran out before they were exported): lost."""
+        queue = span_batch_queue(self)
+        if queue:
+            self.destination.lost(len(queue))
+            queue.clear()
+
+
+# Every counting processor made: the exit flush counts what each left behind.
+_counting: list[CountingBatchSpanProcessor] = []
 
 
 _metric_guard: list[type] = []
@@ -279,6 +367,11 @@ def _count_points(metrics_data: Any) -> int:
 def guard_span_exporter(exporter: SpanExporter) -> SpanExporter:
     """``exporter`` wrapped so that it fails quietly and once."""
     return GuardedSpanExporter(exporter)
+
+
+def counting_batch_processor(exporter: SpanExporter, **settings: Any) -> BatchSpanProcessor:
+    """A batch span processor around ``exporter`` (guarded) that counts every span lost."""
+    return CountingBatchSpanProcessor(GuardedSpanExporter(exporter), **settings)
 
 
 def guard_metric_reader_exporter(exporter: Any) -> Any:
@@ -356,9 +449,22 @@ def _millis_left(deadline: float) -> float:
     return max(deadline - time.monotonic(), 0.0) * 1000
 
 
+@Guard("exit: spans lost")
+def say_losses(tracer: Any) -> None:
+    """Before the exit flush: a span per processor of ours whose queue dropped spans,
+    saying how many (the report reads it)."""
+    with _registry_lock:
+        counting = list(_counting)
+    for processor in counting:
+        processor.say_losses(tracer)
+
+
 def report_failures() -> None:
-    """One line per destination that failed this run, with its counts."""
+    """One line per destination that failed or lost spans this run, with its counts."""
     with _registry_lock:
         guards = list(_guards)
+        counting = list(_counting)
+    for processor in counting:
+        processor.count_left_behind()
     for guard in guards:
         guard.destination.report()

@@ -30,6 +30,7 @@ happen now) and then sets the flag again the way CPython does: the uncaught exce
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -217,13 +218,177 @@ def _after_in_child() -> None:
 _registered = False
 _worker_exit: Callable[[], None] | None = None
 
+# -- our threads out of the way of an ``os.fork()`` -------------------------------------------
+#: How long a fork waits for our threads to stop (an export under way finishes first).
+_PAUSE_S = 0.5
+#: The batch processors of the exports set-up built (``instrument()`` passes the look-up).
+_own_batches: Callable[[], list[Any]] = list
+_paused: list[Any] = []
+_watcher_paused = [False]
 
-def install(at_exit: Callable[[], None]) -> None:
+
+def _threads_are_greenlets() -> bool:
+    monkey = sys.modules.get("gevent.monkey")
+    try:
+        return monkey is not None and bool(monkey.is_module_patched("threading"))
+    except Exception:  # noqa: BLE001
+        return True
+
+
+def _os_threads() -> int | None:
+    """This process's thread count, as the kernel has it (what Python 3.12's fork warning
+    counts), or None off Linux."""
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            return int(stat.read().rpartition(b")")[2].split()[17])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _watcher() -> Any:
+    module = sys.modules.get("agent_latency.instrumentation.net._watcher")
+    return module.WATCHER if module is not None else None
+
+
+@Guard("fork.before")
+def _before_fork() -> None:
+    """Python 3.12 warns on ``os.fork()`` in a process with more than one thread: where the
+    only others are ours (the export worker, the arrival watcher), they stop for the fork
+    and start again after it, so the program's fork warns only where its own threads would.
+    Greenlets (gevent) are no threads: nothing to stop."""
+    if sys.version_info < (3, 12) or _threads_are_greenlets():
+        return
+    from ._sdk import pause_batch  # imported by instrument() already: a look-up
+
+    batches = _own_batches()
+    watcher = _watcher()
+    ours = {getattr(batch, "_worker_thread", None) for batch in batches}
+    if watcher is not None:
+        ours.add(watcher.thread)
+    current = threading.current_thread()
+    known = threading.enumerate()
+    if any(t is not current and t not in ours for t in known):
+        return  # the program's own threads: it warns anyway
+    if _os_threads() not in (None, len(known)):
+        return  # threads Python does not know (a C library's)
+    for batch in batches:
+        if pause_batch(batch, _PAUSE_S) is not None:
+            _paused.append(batch)  # started again after the fork, stopped in time or not
+    if watcher is not None and watcher.thread is not None:
+        watcher.pause(_PAUSE_S)
+        _watcher_paused[0] = True  # started again after the fork, stopped in time or not
+    # A joined thread leaves the kernel's count a moment after Python's (3.12).
+    deadline = time.monotonic() + 0.05
+    while (_os_threads() or 1) > 1 and time.monotonic() < deadline:
+        time.sleep(0.0005)
+
+
+def _resume_after_fork(start: bool) -> None:
+    from ._sdk import resume_batch  # imported by instrument() already: a look-up
+
+    while _paused:
+        resume_batch(_paused.pop(), start)
+    if _watcher_paused[0]:
+        _watcher_paused[0] = False
+        watcher = _watcher()
+        if watcher is not None and start:
+            watcher.resume()
+
+
+# Set while ``os.fork`` runs through :func:`_fork_resuming_after`, which starts our threads
+# again itself once the fork returned.
+_through_wrapper = [False]
+
+
+@Guard("fork.after_in_parent")
+def _after_fork_in_parent() -> None:
+    # A fork through a reference to ``os.fork`` taken before ``instrument()``: resumed here.
+    if not _through_wrapper[0]:
+        _resume_after_fork(start=True)
+
+
+def _fork_resuming_after(real: Callable[[], int]) -> Callable[[], int]:
+    """``os.fork`` that starts our threads again after it returned in the parent: Python
+    3.13 warns after the parent's fork hooks have run, so they must not start them."""
+
+    @functools.wraps(real)
+    def fork() -> int:
+        _through_wrapper[0] = True
+        try:
+            pid = real()
+        except BaseException:
+            _through_wrapper[0] = False
+            _after_fork_in_parent()
+            raise
+        if pid:
+            _through_wrapper[0] = False
+            _after_fork_in_parent()
+        return pid
+
+    fork.__agent_latency_fork__ = True  # type: ignore[attr-defined]  # a function takes attributes
+    return fork
+
+
+#: True in a forked child from its first fork hook until it first yields to gevent's hub
+#: (see :func:`defer_in_forked_child`).
+_in_child_hooks = [False]
+
+
+@Guard("fork.resume_in_child")
+def _resume_in_child() -> None:
+    # Before the SDK's own fork hooks (registered at import, before any processor is
+    # built): they start the child's workers, which must find the processor open.  The
+    # watcher starts afresh on first use (its own fork hook).
+    _in_child_hooks[0] = _threads_are_greenlets()
+    _through_wrapper[0] = False
+    _resume_after_fork(start=False)
+
+
+def in_forked_child_hooks() -> bool:
+    """Whether this is a forked child under gevent that has not yet yielded to its hub."""
+    return _in_child_hooks[0]
+
+
+def defer_in_forked_child(start: Callable[[], object]) -> bool:
+    """Under gevent, in a forked child's fork hooks: run ``start`` (an export worker's
+    ``Thread.start``) once the child first yields to the hub, not now, and say True.
+
+    The SDK restarts its batch worker in the child from a fork hook; a gevent thread's
+    ``start`` waits for it on the hub, which then runs every greenlet the parent had, inside
+    the child: its HTTP calls again on the parent's connections, its other processes (a
+    process started from a greenlet waits seconds, and gevent's own fork hook fails its
+    checks).  A child that execs never yields, and never needed the worker."""
+    if not _in_child_hooks[0]:
+        return False
+    gevent = sys.modules.get("gevent")
+    if gevent is None:
+        return False
+
+    def later() -> None:
+        _in_child_hooks[0] = False  # the hooks are over: the hub runs
+        start()
+
+    gevent.spawn(later)
+    return True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_resume_in_child)
+
+
+def install(at_exit: Callable[[], None],
+            own_batches: Callable[[], list[Any]] = list) -> None:
     """Register the fork hook (once per process; ``instrument()`` calls it).  ``at_exit``
     ends what a forked worker still has open before it flushes (``instrument()``'s exit
-    hook: passed in, as set-up sits above this module)."""
-    global _registered, _worker_exit
+    hook: passed in, as set-up sits above this module); ``own_batches`` looks up the batch
+    processors of the exports set-up built (their threads stop for a fork)."""
+    global _registered, _worker_exit, _own_batches
     _worker_exit = at_exit
+    _own_batches = own_batches
     if not _registered and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_in_child)
         _registered = True
+        if sys.version_info >= (3, 12) and not getattr(os.fork, "__agent_latency_fork__",
+                                                       False):
+            os.fork = _fork_resuming_after(os.fork)

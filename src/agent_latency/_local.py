@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from . import semconv
+from ._console import ConsoleLines, shown_name
 from ._env import env_number
 from ._log import internal_error, warn_once
 from ._otlp_json import encode_line, encode_request
@@ -40,6 +40,10 @@ ROTATED_FILES = 3
 """Rotated files kept beside the current one: ``traces.jsonl.1`` (newest) … ``.3``."""
 DEFAULT_DIR = ".agent-latency"
 TRACES_FILE = "traces.jsonl"
+DEMO_SUBDIR = "demo"
+"""The demo's directory inside the local default's (``AGENT_LATENCY_DIR``): the report falls
+back on it when the program's own traces file does not exist yet (``report/_files.py``). It lives
+here, not in ``_demo``, because the demo imports the report."""
 
 
 def default_traces_path() -> Path:
@@ -257,7 +261,8 @@ _TOOL_CALLS = semconv.budget_count("tool_calls")
 
 
 class TaskSummaryPrinter(SpanProcessor):
-    """Prints one line per finished task, e.g. ``task fix 12.41s = output 4.10 | …``.
+    """Prints one line per finished task, e.g. ``task fix 12.41s = output 4.10 | …``, on
+    stderr (``_console``: whole lines, escaped names, never into the program's own files).
 
     The implicit process task (``instrument()`` alone) gets a line only for LLM calls or
     tools of its own: a program that made none, or made them all inside its own tasks or
@@ -265,7 +270,8 @@ class TaskSummaryPrinter(SpanProcessor):
     """
 
     def __init__(self, stream: IO[str] | None = None) -> None:
-        self._stream = stream
+        # On stderr as it is now: never into a file of the program's (``_console``).
+        self._lines = ConsoleLines(stream)
         # LLM and tool calls of the tasks that ended right under the implicit process task.
         self._nested: dict[int, list[int]] = {}
 
@@ -307,10 +313,4 @@ class TaskSummaryPrinter(SpanProcessor):
                     for c in ("llm_calls", *SPLIT_COUNTS)},
         )
         adopt_other_parts(budget, attrs)
-        stream = self._stream or sys.stderr
-        if stream is None:  # stderr closed (``2>&-``): print(file=None) would use stdout
-            return
-        try:
-            print(budget.summary(str(name)), file=stream, flush=True)
-        except Exception:  # noqa: BLE001, S110 - a closed stderr must not break the program
-            pass
+        self._lines.print(budget.summary(shown_name(name)))

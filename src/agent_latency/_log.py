@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import threading
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
+
+from ._locks import ForkSafeLock
 
 logger = logging.getLogger("agent_latency")
 
@@ -15,16 +16,7 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 _said: set[str] = set()
-_lock = threading.Lock()
-
-
-def _reset_lock_in_child() -> None:
-    global _lock
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_lock_in_child)
+_lock = ForkSafeLock()
 
 
 def warn_once(key: str, message: str, *args: object) -> None:

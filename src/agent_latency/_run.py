@@ -12,8 +12,9 @@ How it works (the technique ``opentelemetry-instrument`` uses):
    console script) imports our ``sitecustomize``, which restores the original environment
    (``PYTHONPATH``, no ``AGENT_LATENCY_RUN``) and ``sys.path``, runs any other
    ``sitecustomize`` that was shadowed, calls :func:`agent_latency.instrument` and opens one
-   task for the whole process, started at the moment ``agent-latency run`` was invoked (so
-   interpreter start-up counts, as *other*).
+   task for the whole process, started at the moment ``agent-latency run`` replaced itself
+   with ``CMD`` (so the program's interpreter start-up counts, as *other*; the launcher's
+   own start-up before that moment is not the program's time and is not booked).
 3. The task ends at exit (``atexit``: normal end, ``sys.exit``, uncaught exception — then
    with status ERROR), or on ``SIGTERM`` / ``SIGHUP`` when the program left those at their
    default action: the task is ended and flushed, then the signal is re-raised with the
@@ -28,9 +29,12 @@ A program that is not Python (``agent-latency run -- node cli.js``, ``-- ls``: a
 that is not a Python interpreter, or a script whose ``#!`` line names another interpreter)
 cannot load the bootstrap.  ``run`` says so in one line and, instead of replacing itself,
 records the program's run as the process task from here (instrumented, it starts the
-program as a child, passes signals on and its exit status through): its wall time, all
-*other*, since its own LLM calls and tools cannot be seen.  With ``--children`` the Python
-processes it starts are instrumented as tasks of their own nested in that one.  A shell,
+program as a child, passes signals on and its exit status through): its wall time from the
+child's start to its exit, all *other*, since its own LLM calls and tools cannot be seen.
+Setting up the instrumentation first takes the launcher a moment (a second on a loaded
+machine): that is not the program's, so the task starts when the child does.  With
+``--children`` the Python processes it starts are instrumented as tasks of their own nested
+in that one.  A shell,
 a shell script or a launcher (``env``, ``uv``, ``timeout`` …) is taken to start Python and
 is run as a Python program is.
 
@@ -134,7 +138,6 @@ def run_environment(name: str, children: bool, environ: dict[str, str] | None = 
 
 def main(argv: list[str]) -> int:
     """Entry point of ``agent-latency run``; on POSIX it does not return when CMD starts."""
-    start_ns = time.time_ns()
     try:
         name, children, cmd = parse(argv)
     except SystemExit:
@@ -152,11 +155,12 @@ def main(argv: list[str]) -> int:
     if why:
         _say(f"agent-latency run: {cmd[0]} is not a Python program ({why}): its LLM calls "
              "and tools cannot be instrumented; recording its run as one task")
-        return run_not_python(name, children, cmd, start_ns)
-    env = run_environment(name, children, start_ns=start_ns)
+        return run_not_python(name, children, cmd)
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:  # None: the descriptor was closed (``2>&-``)
             stream.flush()
+    # The program's time starts now, with its exec: not with this launcher's own start-up.
+    env = run_environment(name, children, start_ns=time.time_ns())
     if hasattr(os, "execvpe") and os.name == "posix":
         try:
             os.execvpe(cmd[0], cmd, env)  # noqa: S606 - runs the user's command on purpose
@@ -228,10 +232,11 @@ def not_python(program: str) -> str | None:
     return None
 
 
-def run_not_python(name: str, children: bool, cmd: list[str], start_ns: int) -> int:
+def run_not_python(name: str, children: bool, cmd: list[str]) -> int:
     """Record ``cmd``'s run as the process task of this process, which starts it as a child
     (not as a tool: the run is the agent's own time) and passes signals on; returns its
-    exit status as a shell reports it."""
+    exit status as a shell reports it.  The task starts with the child, after this
+    process's set-up (``instrument()``), which is not the program's time."""
     # Only for a program that is not Python: the launcher, light otherwise, is instrumented.
     import signal
     import subprocess
@@ -242,7 +247,9 @@ def run_not_python(name: str, children: bool, cmd: list[str], start_ns: int) -> 
     from .configure import instrument
 
     env = dict(os.environ)
-    if instrument(summary=True, process_task=False):
+    instrumented = instrument(summary=True, process_task=False)
+    start_ns = time.time_ns()  # the program's time: from here, its start, to its exit
+    if instrumented:
         open_process_task(name, start_ns, {semconv.RUN_TASK: True})
         if children and process_task.span is not None:
             from ._child_context import context_env  # with the SDK, loaded just above
@@ -273,6 +280,7 @@ def run_not_python(name: str, children: bool, cmd: list[str], start_ns: int) -> 
             except (OSError, ValueError):
                 pass
     code = proc.wait()
+    process_task.end()  # at the program's exit, not this launcher's (its exit path is ours)
     return code if code >= 0 else 128 - code
 
 

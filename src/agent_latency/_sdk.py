@@ -23,6 +23,7 @@ sources for it).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from operator import attrgetter
 from typing import Any, cast
@@ -216,6 +217,40 @@ def batch_worker(batch: object) -> Any:
     return getattr(batch, "_worker_thread", None)
 
 
+def pause_batch(batch: object, timeout_s: float) -> bool | None:
+    """Stop a batch processor's worker thread (it exports what is queued first) and wait
+    for it, at most ``timeout_s``: whether it stopped, None when the shape differs and
+    nothing was done.  Unless None, the processor stays marked shut down until
+    :func:`resume_batch` (a worker still exporting leaves once its export is done)."""
+    worker = getattr(batch, "_worker_thread", None)
+    awaken = getattr(batch, "_worker_awaken", None)
+    if (worker is None or awaken is None or getattr(batch, "_shutdown", True)
+            or not callable(getattr(batch, "worker", None))):
+        return None
+    batch._shutdown = True  # type: ignore[attr-defined]  # checked above
+    awaken.set()
+    worker.join(timeout_s)
+    return not worker.is_alive()
+
+
+def resume_batch(batch: object, start: bool = True) -> None:
+    """Undo :func:`pause_batch`: accepting spans again, with a new worker thread unless
+    ``start`` is False (a forked child, where the SDK's own fork hook starts it)."""
+    batch._shutdown = False  # type: ignore[attr-defined]  # paused by pause_batch
+    if not start:
+        return
+    old = batch._worker_thread  # type: ignore[attr-defined]  # paused by pause_batch
+    worker = threading.Thread(name=old.name, target=batch.worker,  # type: ignore[attr-defined]
+                              daemon=True)
+    batch._worker_thread = worker  # type: ignore[attr-defined]
+    worker.start()
+
+
 def batch_queue(batch: object) -> Any:
     """A batch processor's queue of ended spans (a deque), or None."""
     return getattr(batch, "_queue", None)
+
+
+def span_batch_queue(processor: object) -> Any:
+    """The queue (a deque with its ``maxlen``) behind a ``BatchSpanProcessor``, or None."""
+    return batch_queue(getattr(processor, "_batch_processor", None))

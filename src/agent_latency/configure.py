@@ -23,7 +23,6 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from . import _export_guard, _exporters, _hooks, _lifecycle, _process, semconv
 from ._child_context import parent_context_from_env
@@ -36,8 +35,8 @@ from ._env import (
 )
 from ._export_guard import (
     DEFAULT_EXIT_TIMEOUT_S,
+    counting_batch_processor,
     guard_metric_reader_exporter,
-    guard_span_exporter,
     report_failures,
     shut_down_within,
 )
@@ -151,7 +150,7 @@ def _instrument(summary: bool | None, targets: list[str] | None,
         _state = state
         _export_guard.exit_timeout_s = env_number(semconv.ENV_EXIT_TIMEOUT,
                                                   DEFAULT_EXIT_TIMEOUT_S, maximum=3600.0)
-        _lifecycle.install(_at_exit)
+        _lifecycle.install(_at_exit, _own_batches)
         if not _atexit_registered:
             # Registered after the provider, so it runs before the provider's own shutdown.
             atexit.register(_at_exit)
@@ -200,6 +199,8 @@ def _at_exit() -> None:
     _hooks.run_later()  # calls a last collection put off (streams dropped unfinished)
     if _state is not None:
         end_open_tasks()
+    if _built_providers:  # how many spans a full export queue dropped, for the report
+        _export_guard.say_losses(_built_providers[0].get_tracer("agent_latency"))
     # Providers we built stay global after uninstrument(): they are flushed here either way.
     shut_down_within(_built_providers, _export_guard.exit_timeout_s)
     report_failures()
@@ -331,16 +332,21 @@ def _exporting_processors() -> tuple[list[SpanProcessor], bool, Path | None]:
     path: Path | None
     if names is None and not _exporters.otlp_endpoint_set("TRACES"):
         path = default_traces_path()  # absolute now: a later chdir does not move it
-        return [BatchSpanProcessor(guard_span_exporter(JsonLinesSpanExporter(path)),
-                                   **batch_span_settings())], True, path
+        return [counting_batch_processor(JsonLinesSpanExporter(path),
+                                         **batch_span_settings())], True, path
     path = None
     processors: list[SpanProcessor] = []
     for exporter in _exporters.span_exporters(["otlp"] if names is None else names):
         if isinstance(exporter, JsonLinesSpanExporter):
             path = exporter.path
-        processors.append(BatchSpanProcessor(guard_span_exporter(exporter),
-                                             **batch_span_settings()))
+        processors.append(counting_batch_processor(exporter, **batch_span_settings()))
     return processors, False, path
+
+
+def _own_batches() -> list[Any]:
+    """The SDK batch processors of the exports built here (their threads stop for a fork)."""
+    return [batch for processors in _exporting.values() for processor in processors
+            if (batch := getattr(processor, "_batch_processor", None)) is not None]
 
 
 def stop_exports() -> None:

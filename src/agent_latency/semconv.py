@@ -250,6 +250,10 @@ ENV_RUN_CHILDREN: Final = "AGENT_LATENCY_RUN_CHILDREN"
 # instrument() alone: the whole process as one task (the implicit process task), unless off.
 PROCESS_TASK: Final = "agent_latency.process"
 ENV_PROCESS_TASK: Final = "AGENT_LATENCY_PROCESS_TASK"
+# A span said at exit when spans found the export queue full: how many were dropped (the
+# report states it).
+SPANS_LOST: Final = "agent_latency.spans_lost"
+SPANS_LOST_SPAN: Final = "agent-latency spans lost"
 
 # --- agent-latency: LLM calls (instrumentation of openai / anthropic) -------------------
 GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
@@ -261,6 +265,39 @@ PROVIDER_OPENAI: Final = "openai"
 PROVIDER_ANTHROPIC: Final = "anthropic"
 PROVIDER_GCP_GEMINI: Final = "gcp.gemini"
 PROVIDER_GCP_VERTEX_AI: Final = "gcp.vertex_ai"
+# gen_ai.provider.name values of the GenAI conventions for providers other than the above
+# (named from the client library or the host), and ours where the conventions have none.
+PROVIDER_GROQ: Final = "groq"
+PROVIDER_MISTRAL_AI: Final = "mistral_ai"
+PROVIDER_DEEPSEEK: Final = "deepseek"
+PROVIDER_X_AI: Final = "x_ai"
+PROVIDER_PERPLEXITY: Final = "perplexity"
+PROVIDER_COHERE: Final = "cohere"
+PROVIDER_AWS_BEDROCK: Final = "aws.bedrock"
+PROVIDER_AZURE_AI_OPENAI: Final = "azure.ai.openai"
+PROVIDER_AZURE_AI_INFERENCE: Final = "azure.ai.inference"
+PROVIDER_IBM_WATSONX_AI: Final = "ibm.watsonx.ai"
+PROVIDER_OLLAMA: Final = "ollama"
+PROVIDER_HUGGINGFACE: Final = "huggingface"
+# A model request no protocol of ours knows (a generic span).
+PROVIDER_UNKNOWN: Final = "unknown"
+# The wire protocol a call was read with: "openai", "anthropic", "gemini", "ollama",
+# "cohere", "bedrock", or "generic" (a request that looked like a model call but matched no
+# protocol: its first response byte is its first token).
+LLM_PROTOCOL: Final = "agent_latency.llm.protocol"
+PROTOCOL_GENERIC: Final = "generic"
+# Generic spans for model requests no protocol knows, and their notice: on unless "off".
+ENV_GENERIC_CALLS: Final = "AGENT_LATENCY_GENERIC_CALLS"
+# Timings the server reported of itself (seconds), beside the measured phases; their
+# source is always ``server-reported``.  Ollama's prompt_eval/eval/load durations, Groq's
+# and Cerebras' usage timings, vLLM's metrics, Bedrock's metrics.latencyMs, the
+# openai-processing-ms header.  A non-streamed call splits prefill from output with them.
+# (The server's queueing is agent_latency.llm.queue.)
+LLM_SERVER_PREFILL: Final = "agent_latency.llm.server.prefill"
+LLM_SERVER_OUTPUT_GENERATION: Final = "agent_latency.llm.server.output_generation"
+LLM_SERVER_LOAD: Final = "agent_latency.llm.server.load"
+LLM_SERVER_TOTAL: Final = "agent_latency.llm.server.total"
+LLM_SERVER_TIMING_SOURCE: Final = "agent_latency.llm.server.timing.source"
 # Child spans of an LLM call span, made after the fact; they carry neither
 # ``agent_latency.component`` nor ``agent_latency.llm.client`` (never counted twice).
 SPAN_NETWORK: Final = "network"

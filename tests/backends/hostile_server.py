@@ -136,18 +136,28 @@ def endless(block: int = 1 << 16, limit: int = 1 << 30, declared: int | None = N
     return run
 
 
-def pages(cursors: Callable[[int], str | None], cap: int = 200) -> Behaviour:
-    """Phoenix's span listing, empty pages whose ``next_cursor`` is ``cursors(n)`` for the
-    n-th request (from 1); past ``cap`` requests an HTTP 500 ends a client that never
-    stops on its own."""
+def pages(cursors: Callable[[int], str | None], cap: int = 200, *, spans: int = 0,
+          delay_s: float = 0.0) -> Behaviour:
+    """Phoenix's span listing: pages of ``spans`` spans (a trace per page) whose
+    ``next_cursor`` is ``cursors(n)`` for the n-th request (from 1), each after ``delay_s``;
+    past ``cap`` requests an HTTP 500 ends a client that never stops on its own."""
     served = [0]
+    lock = threading.Lock()
 
     def run(h: Handler) -> None:
-        served[0] += 1
-        if served[0] > cap:
+        with lock:
+            served[0] += 1
+            n = served[0]
+        time.sleep(delay_s)
+        if n > cap:
             h.answer(500, b'{"error": "enough"}')
             return
-        doc = {"data": [], "next_cursor": cursors(served[0])}
+        data = [{"context": {"trace_id": f"{n:032x}", "span_id": f"{n * 100_000 + i + 1:016x}"},
+                 "name": f"span {i}", "parent_id": None,
+                 "start_time": "2026-01-01T00:00:00+00:00",
+                 "end_time": "2026-01-01T00:00:01+00:00", "status_code": "OK",
+                 "attributes": {"pad": "x" * 200}} for i in range(spans)]
+        doc = {"data": data, "next_cursor": cursors(n)}
         h.answer(200, json.dumps(doc).encode())
     return run
 

@@ -9,6 +9,7 @@ program matters, in a child process.
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from hostile_server import body, endless, pages, redirect, serve, trickle
 
 from agent_latency import report
+from agent_latency.report._sources import iter_source
 
 KEY = "canary-key-7f3a9c"
 PROG = "agent-latency report: "
@@ -119,6 +121,32 @@ class TestCredentials:
             KEY not in v for s in other.requests for v in s.headers.values())
 
 
+    def test_a_password_in_the_url_is_sent_never_shown(self, server, capsys):
+        server.routes["/api/traces"] = body("who are you", 401)
+        status, _, err = run_report(capsys,
+                                    f"jaeger+http://me:hunter2@{server.base}?service=s")
+        assert_one_line(status, err, "HTTP 401", f"http://{server.base}/api/traces")
+        assert "hunter2" not in err and "me:" not in err
+        token = base64.b64encode(b"me:hunter2").decode()
+        assert server.requests[0].headers["authorization"] == f"Basic {token}"
+
+    @pytest.mark.parametrize("source", [
+        "jaeger+ftp://me:hunter2@127.0.0.1:1?service=s",
+        "tempo+http://me:hunter2@127.0.0.1:1?q={}",
+        "phoenix+http://me:hunter2@127.0.0.1:notaport?project=p",
+    ])
+    def test_no_error_names_the_password(self, capsys, source):
+        status, _, err = run_report(capsys, source)
+        assert_one_line(status, err)
+        assert "hunter2" not in err, err
+
+    def test_the_api_key_wins_over_the_url(self, server, capsys, monkeypatch):
+        monkeypatch.setenv("PHOENIX_API_KEY", KEY)
+        server.routes["/v1/projects/p/spans"] = body(EMPTY_PAGE)
+        run_report(capsys, f"phoenix+http://me:hunter2@{server.base}?project=p")
+        assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
 class TestDeadline:
     """One deadline for the whole request, however the server trickles."""
 
@@ -141,11 +169,11 @@ class TestDeadline:
     def test_default_is_documented_and_bad_values_keep_it(self, monkeypatch):
         from agent_latency.report._http import Limits
 
-        assert Limits.from_environment() == Limits(30.0, 256_000_000, 10_000)
+        assert Limits.from_environment() == Limits(30.0, 256_000_000, 10_000, 300.0,
+                                                   1_000_000)
         for bad in ("abc", "0", "-1", "nan", "inf"):
-            monkeypatch.setenv("AGENT_LATENCY_BACKEND_TIMEOUT", bad)
-            monkeypatch.setenv("AGENT_LATENCY_BACKEND_MAX_MB", bad)
-            monkeypatch.setenv("AGENT_LATENCY_BACKEND_MAX_PAGES", bad)
+            for name in ("TIMEOUT", "MAX_MB", "MAX_PAGES", "TOTAL_TIMEOUT", "MAX_SPANS"):
+                monkeypatch.setenv(f"AGENT_LATENCY_BACKEND_{name}", bad)
             assert Limits.from_environment() == Limits()
 
 
@@ -276,3 +304,49 @@ class TestPaging:
         assert_one_line(status, err, "gave cursor 'b' again after 3 pages")
         assert len(server.requests) == 3
         assert [s.query.get("cursor") for s in server.requests] == [None, "b", "a"]
+
+
+class TestPagingBounds:
+    """A listing that never ends costs bounded memory and time, and keeps what it read."""
+
+    URL = "phoenix+http://{}?project=p"
+
+    def read(self, server) -> tuple[int, list[str]]:
+        problems: list[str] = []
+        spans = sum(len(trace) for trace in iter_source(self.URL.format(server.base),
+                                                        problems))
+        return spans, problems
+
+    def test_spans_held_are_bounded(self, server, monkeypatch):
+        monkeypatch.setenv("AGENT_LATENCY_BACKEND_MAX_SPANS", "2500")
+        server.routes["/v1/projects/p/spans"] = pages(lambda n: f"c{n}", spans=1000)
+        spans, problems = self.read(server)
+        assert spans == 3000 and len(server.requests) == 3
+        (problem,) = problems
+        assert "stopped after 3 pages holding 3,000 spans (AGENT_LATENCY_BACKEND_MAX_SPANS)" \
+            in problem and "the 3,000 spans read are reported" in problem
+
+    def test_one_deadline_for_all_pages(self, server, monkeypatch):
+        monkeypatch.setenv("AGENT_LATENCY_BACKEND_TOTAL_TIMEOUT", "1")
+        server.routes["/v1/projects/p/spans"] = pages(lambda n: f"c{n}", spans=10,
+                                                      delay_s=0.3)
+        started = time.monotonic()
+        spans, problems = self.read(server)
+        assert time.monotonic() - started < 5
+        (problem,) = problems
+        assert "AGENT_LATENCY_BACKEND_TOTAL_TIMEOUT" in problem, problem
+        assert spans >= 10 and f"the {spans:,} spans read are reported" in problem
+
+    def test_a_page_that_fails_keeps_the_pages_before(self, server):
+        server.routes["/v1/projects/p/spans"] = pages(lambda n: f"c{n}", cap=3, spans=5)
+        spans, problems = self.read(server)
+        assert spans == 15
+        (problem,) = problems
+        assert "stopped after 3 pages: " in problem and "HTTP 500" in problem
+
+    def test_the_command_reports_what_was_read(self, server, capsys, monkeypatch):
+        monkeypatch.setenv("AGENT_LATENCY_BACKEND_MAX_SPANS", "10")
+        server.routes["/v1/projects/p/spans"] = pages(lambda n: f"c{n}", spans=10)
+        status, _, err = run_report(capsys, "--keep-going", self.URL.format(server.base))
+        assert status == 2 and "Traceback" not in err
+        assert "AGENT_LATENCY_BACKEND_MAX_SPANS" in err.splitlines()[0]

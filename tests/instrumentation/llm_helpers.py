@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +16,21 @@ FAST = SimulatorConfig(prefill_tps=20000.0, output_tps=1000.0, default_output_to
 
 def llm_spans(otel: Any) -> list[Any]:
     return [s for s in otel.spans() if semconv.LLM_CLIENT in (s.attributes or {})]
+
+
+def calls_in_order(otel: Any) -> list[Any]:
+    """The LLM call spans, by start time."""
+    return sorted(llm_spans(otel), key=lambda s: s.start_time)
+
+
+def sockets_instrumented() -> Iterator[None]:
+    """The wire recogniser on, for a module's tests (a module fixture's body)."""
+    from agent_latency.instrumentation.llm.sockets import SocketsInstrumentor
+
+    instrumentor = SocketsInstrumentor()
+    instrumentor.instrument()
+    yield
+    instrumentor.uninstrument()
 
 
 def one_llm_span(otel: Any) -> Any:

@@ -7,13 +7,16 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+import time
 
+import anthropic
 import openai
 import pytest
 from llm_helpers import llm_spans
 
 import agent_latency
 from agent_latency import semconv
+from agent_latency.simulator import SimulatorConfig, SimulatorProcess
 
 MESSAGES = [{"role": "user", "content": "hello " * 50}]
 
@@ -153,3 +156,126 @@ class TestCollectedUnderALock:
             pass
         (call,) = llm_spans(otel)
         assert call.attributes[semconv.LLM_CHUNKS] == 2
+
+
+# Ten chunks take 0.1 s at this pace: a call ended at its hand-over instead of its tenth
+# chunk loses that much, far more than any slack below.
+PACED = SimulatorConfig(prefill_tps=20000.0, output_tps=100.0, default_output_tokens=40)
+LEFT_AT = 10
+
+
+@pytest.fixture(scope="module")
+def paced():
+    with SimulatorProcess(PACED) as server:
+        yield server
+
+
+def _chat(base_url):
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0)
+    return client, client.chat.completions.create(model="sim-a", messages=MESSAGES,
+                                                  stream=True, max_tokens=40)
+
+
+def _responses(base_url):
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0)
+    return client, client.responses.create(model="sim-a", input="hello " * 50, stream=True,
+                                           max_output_tokens=40)
+
+
+def _messages(base_url):
+    client = anthropic.Anthropic(base_url=base_url, api_key="sk-test", max_retries=0)
+    return client, client.messages.create(model="sim-c", max_tokens=40, messages=MESSAGES,
+                                          stream=True)
+
+
+def _assert_ends_at_last_read(otel, read_ns: int) -> None:
+    (call,) = llm_spans(otel)
+    attrs = call.attributes
+    assert attrs[semconv.LLM_ABANDONED] is True
+    # The span ends at the last chunk the program read (taken just before ``read_ns``),
+    # not at the hand-over of the stream, 0.1 s earlier.
+    assert call.end_time >= read_ns - 20_000_000
+    assert call.end_time <= read_ns + 1_000_000
+    # So its time is the model's, not the task's "other", and its first token is where it
+    # was (before the fix: output 0.00 and a first token at the hand-over).
+    assert attrs[semconv.LLM_OUTPUT_GENERATION] > 0.04
+    assert attrs[semconv.LLM_TTFT] < (call.end_time - call.start_time) / 1e9 - 0.04
+    task = _task(otel, "left").attributes
+    assert task[semconv.budget_busy("output_generation")] > 0.04
+
+
+class TestLeftEarlyEndsAtTheLastChunkRead:
+    """A stream left early (``break``, a raise in the loop) and ended by its task's end is
+    booked up to the last chunk read: prefill and output, not other."""
+
+    @pytest.mark.parametrize("open_stream", [_chat, _responses, _messages],
+                             ids=["chat", "responses", "anthropic"])
+    def test_break(self, otel, paced, open_stream):
+        client, stream = None, None
+        with agent_latency.task("left"):
+            client, stream = open_stream(paced.base_url)
+            outputs = 0
+            for chunk in stream:
+                outputs += _carries_output(chunk)
+                if outputs == LEFT_AT:
+                    read_ns = time.time_ns()
+                    break
+        _assert_ends_at_last_read(otel, read_ns)
+        stream.close()
+        client.close()
+
+    def test_raise_inside_the_loop(self, otel, paced):
+        client = None
+        with pytest.raises(ValueError, match="bad chunk"), agent_latency.task("left"):
+            client, stream = _chat(paced.base_url)
+            for i, _chunk in enumerate(stream):
+                if i == LEFT_AT:
+                    read_ns = time.time_ns()
+                    raise ValueError("bad chunk")
+        _assert_ends_at_last_read(otel, read_ns)
+        del stream
+        client.close()
+
+    async def test_async_break(self, otel, paced):
+        client = openai.AsyncOpenAI(base_url=paced.base_url + "/v1", api_key="sk-test",
+                                    max_retries=0)
+        with agent_latency.task("left"):
+            stream = await client.chat.completions.create(
+                model="sim-a", messages=MESSAGES, stream=True, max_tokens=40)
+            i = 0
+            async for _chunk in stream:
+                if i == LEFT_AT:
+                    read_ns = time.time_ns()
+                    break
+                i += 1
+        _assert_ends_at_last_read(otel, read_ns)
+        await stream.close()
+        await client.close()
+
+
+def _carries_output(chunk) -> int:
+    kind = getattr(chunk, "type", "")
+    if kind in ("response.output_text.delta", "content_block_delta"):
+        return 1
+    choices = getattr(chunk, "choices", None)
+    return int(bool(choices and choices[0].delta.content))
+
+
+class TestLeftBeforeTheFirstToken:
+    """A stream left before its first output token is a measured wait for that token (its
+    prefill), never labelled "not split: non-streamed"."""
+
+    def test_role_chunk_only(self, otel, paced):
+        client = openai.OpenAI(base_url=paced.base_url + "/v1", api_key="sk-test",
+                               max_retries=0)
+        with agent_latency.task("left"):
+            stream = client.chat.completions.create(model="sim-a", messages=MESSAGES,
+                                                    stream=True, max_tokens=40)
+            next(iter(stream))  # the role-only first delta
+            time.sleep(0.05)  # the program works on before it gives up
+        (call,) = llm_spans(otel)
+        task = _task(otel, "left").attributes
+        assert call.attributes[semconv.LLM_TIMING_SOURCE] == semconv.SOURCE_MEASURED
+        assert task.get(semconv.budget_count("not_split_calls"), 0) == 0
+        stream.close()
+        client.close()

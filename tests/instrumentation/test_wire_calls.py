@@ -20,13 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from llm_helpers import calls_in_order, sockets_instrumented
 from machine_load import busy_slack
 from tls_certificate import self_signed
 from truth_log import served as served_truth
 
 import agent_latency
 from agent_latency import semconv
-from agent_latency.instrumentation.llm.sockets import SocketsInstrumentor, endpoint_of
+from agent_latency.instrumentation.llm._routes import endpoint_of
+from agent_latency.instrumentation.llm.sockets import SocketsInstrumentor
 from agent_latency.simulator import SimulatorConfig, SimulatorProcess
 
 # dspy's adapter reads its fields from the answer.
@@ -44,17 +46,8 @@ def wire_sim() -> Iterator[SimulatorProcess]:
         yield server
 
 
-@pytest.fixture(scope="module", autouse=True)
-def wire_instrumented() -> Iterator[None]:
-    instrumentor = SocketsInstrumentor()
-    instrumentor.instrument()
-    yield
-    instrumentor.uninstrument()
-
-
-def _calls(otel: Any) -> list[Any]:
-    return sorted((s for s in otel.spans() if semconv.LLM_CLIENT in s.attributes),
-                  key=lambda s: s.start_time)
+wire_instrumented = pytest.fixture(scope="module", autouse=True)(sockets_instrumented)
+_calls = calls_in_order
 
 
 def _truth(sim: SimulatorProcess, span: Any) -> dict[str, Any]:

@@ -107,7 +107,7 @@ class Jaeger:
     the UI from ``ui_assets`` (a jaeger-ui build) when given: Jaeger's Go module carries
     none."""
 
-    __slots__ = ("otlp_grpc", "query", "server")
+    __slots__ = ("otlp_grpc", "otlp_http", "query", "server")
 
     def __init__(self, tmp: Path, ui_assets: str | None = None) -> None:
         config, ports = loopback(yaml.safe_load(JAEGER_CONFIG.read_text()))
@@ -116,6 +116,7 @@ class Jaeger:
         path = tmp / "jaeger.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         self.otlp_grpc = f"127.0.0.1:{ports['receivers.otlp.protocols.grpc.endpoint']}"
+        self.otlp_http = f"http://127.0.0.1:{ports['receivers.otlp.protocols.http.endpoint']}"
         self.query = f"http://127.0.0.1:{ports['extensions.jaeger_query.http.endpoint']}"
         health = ports["extensions.healthcheckv2.http.endpoint"]
         self.server = Server("jaeger", [server_binary("jaeger"), f"--config={path}"], health,

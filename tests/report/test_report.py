@@ -144,6 +144,43 @@ class TestBadFiles:
         assert cli.stderr.count("\n") == 2
         assert cli.stdout.startswith("2 tasks")
 
+    def test_keep_going_reports_a_directorys_good_files(self, recorded, tmp_path):
+        directory = tmp_path / "runs"
+        directory.mkdir()
+        good = directory / "good.jsonl"
+        good.write_text((recorded / ".agent-latency/traces.jsonl").read_text())
+        (directory / "notes.jsonl").write_text("hello world\nthis is not OTLP\n")
+        (directory / "zeros.pb").write_bytes(b"\x00\x00\x00\xff" + bytes(range(1, 40)))
+        alone = run_cli("report", str(good), cwd=tmp_path)
+        cli = run_cli("report", "--keep-going", str(directory), cwd=tmp_path)
+        assert cli.returncode == 2
+        assert cli.stdout.split(" from ")[0] == alone.stdout.split(" from ")[0], cli.stderr
+        lines = cli.stderr.splitlines()
+        assert len(lines) == 2, lines
+        assert "notes.jsonl: text, not a trace file" in lines[0]
+        assert "zeros.pb: " in lines[1]
+        stops = run_cli("report", str(directory), cwd=tmp_path)
+        assert stops.returncode == 2 and stops.stdout == ""
+        assert "notes.jsonl: text, not a trace file" in stops.stderr
+
+    def test_keep_going_with_nothing_readable_says_why(self, tmp_path):
+        (tmp_path / "notes.jsonl").write_text("hello\n")
+        cli = run_cli("report", "--keep-going", str(tmp_path / "notes.jsonl"), cwd=tmp_path)
+        assert cli.returncode == 2 and cli.stdout == ""
+        assert cli.stderr.count("\n") == 1 and "text, not a trace file" in cli.stderr
+
+    @pytest.mark.parametrize(("line", "said"), [
+        ('{"a": "cut', "Unterminated string starting at column 7"),
+        ('{"a": "\x01"}', "Invalid control character at column 8"),
+        ("{nope", "Expecting property name enclosed in double quotes at column 2"),
+    ])
+    def test_a_json_error_says_where_once(self, tmp_path, line, said):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"resourceSpans": []}\n' + line)  # the last line: no newline
+        (problem,) = read_spans(bad).problems
+        assert f"bad.jsonl:2: malformed JSON ({said}); line skipped" in problem
+        assert " at at " not in problem
+
     def test_missing_file(self, tmp_path):
         with pytest.raises(TraceFileError, match="no such file"):
             read_spans(tmp_path / "nope.jsonl")

@@ -46,7 +46,8 @@ print("finished")
 """
 
 
-def _run(program: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+def _run(program: str, tmp_path: Path,
+         args: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
     script = tmp_path / "prog.py"
     script.write_text(program)
     env = {k: v for k, v in os.environ.items()
@@ -54,7 +55,8 @@ def _run(program: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str]
     env["PYTHONPATH"] = str(ROOT / "src")
     env[semconv.ENV_OUTPUT_DIR] = str(tmp_path / "out")
     env[semconv.ENV_PROCESS_TASK] = "false"
-    proc = subprocess.run([sys.executable, str(script)], check=False, env=env, cwd=tmp_path,
+    proc = subprocess.run([sys.executable, str(script), *args], check=False, env=env,
+                          cwd=tmp_path,
                           capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)
     spans = []
@@ -128,3 +130,79 @@ class TestThreadPatchOnASubclass:
             _threads._remove()
         assert threading.Thread.__dict__["start"] is before["start"]
         assert "start" not in Inherits.__dict__
+
+
+# Model calls from eight greenlets at once (four streamed), each SDK's first request running
+# ``uname -p`` in a process of its own (``platform.processor()`` for its headers), and a
+# POST by urllib with a timeout (gevent's ``sendall`` calls ``send(..., timeout=)``).
+GREENLET_CALLS = """\
+import json, sys, time, urllib.request
+import gevent, openai
+base = sys.argv[1]
+body = json.dumps({"model": "sim-a", "max_tokens": 4,
+                   "messages": [{"role": "user", "content": "hi"}]}).encode()
+request = urllib.request.Request(base + "/v1/chat/completions", data=body,
+                                 headers={"content-type": "application/json"})
+print("urlopen", urllib.request.urlopen(request, timeout=5).status)
+client = openai.OpenAI(base_url=base + "/v1", api_key="sk-test", max_retries=0, timeout=5)
+done = []
+def one(i):
+    reply = client.chat.completions.create(
+        model="sim-a", messages=[{"role": "user", "content": "hi"}], stream=i % 2 == 0,
+        max_tokens=4)
+    if i % 2 == 0:
+        for _ in reply:
+            pass
+    done.append(i)
+started = time.perf_counter()
+gevent.joinall([gevent.spawn(one, i) for i in range(8)], timeout=30)
+print(f"{len(done)} of 8 in {time.perf_counter() - started:.2f}")
+"""
+
+
+@pytest.fixture(scope="module")
+def sim():
+    from agent_latency.simulator import SimulatorConfig, SimulatorProcess
+
+    fast = SimulatorConfig(prefill_tps=20000.0, output_tps=1000.0, default_output_tokens=8)
+    with SimulatorProcess(fast) as server:
+        yield server
+
+
+def _finished(proc: subprocess.CompletedProcess[str]) -> tuple[int, float]:
+    line = next(line for line in proc.stdout.splitlines() if " of 8 in " in line)
+    count, _, _, _, seconds = line.split()
+    return int(count), float(seconds)
+
+
+class TestModelCallsFromGreenlets:
+    """Model calls and urllib under gevent: sent once (urllib's ``send`` keyword), never
+    waiting on gevent's hub for the kernel's stamps, and a process forked from one greenlet
+    runs none of the others in the child (the SDK's fork hooks yield to the hub)."""
+
+    @pytest.mark.parametrize("order", ["patched-first", "instrumented-first"])
+    def test_all_finish_at_once(self, tmp_path: Path, sim, order: str) -> None:
+        # urllib imported before instrument(): its socket patch is applied at once.
+        program = ("import urllib.request\n" + PATCH + INSTRUMENT
+                   if order == "patched-first" else INSTRUMENT + PATCH) + GREENLET_CALLS
+        proc, spans = _run(program, tmp_path, (sim.base_url,))
+        assert proc.returncode == 0, proc.stderr
+        assert "urlopen 200" in proc.stdout, proc.stderr
+        count, seconds = _finished(proc)
+        assert count == 8, proc.stderr
+        # Without the library 8 of 8 take about 0.4 s here; a child running the others'
+        # calls took 12 to 15 s, a wait on the hub for ever.
+        assert seconds < 8.0, proc.stdout
+        assert "AssertionError" not in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr, proc.stderr
+        calls = [s for s in spans if s["name"].startswith("chat ")]
+        # Eight from the SDK; patched first, one more recognised on urllib's socket (patched
+        # late, gevent's socket class replaces the one the socket layer patched).
+        assert len(calls) == (9 if order == "patched-first" else 8)
+
+    def test_urllib_imported_after_instrument(self, tmp_path: Path, sim) -> None:
+        # wrapt imports asyncio while our own modules load: the socket layer still applies.
+        proc, spans = _run(PATCH + INSTRUMENT + GREENLET_CALLS, tmp_path, (sim.base_url,))
+        assert proc.returncode == 0, proc.stderr
+        assert "urlopen 200" in proc.stdout
+        assert len([s for s in spans if s["name"].startswith("chat ")]) == 9

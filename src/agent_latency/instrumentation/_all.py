@@ -68,13 +68,31 @@ def _defer(name: str, triggers: tuple[str, ...], done: list[BaseInstrumentor]) -
         when_imported(module, on_import)
 
 
+# Integrations whose library was imported while one of our own modules was still being
+# imported (wrapt imports asyncio as ``_base`` imports it: under gevent nothing imported
+# asyncio before): applied again once that outer import is done.
+_retry: list[tuple[str, list[BaseInstrumentor]]] = []
+
+
+def _ours_initializing() -> bool:
+    prefix = __name__.rpartition(".")[0] + "."
+    return any(getattr(getattr(module, "__spec__", None), "_initializing", False)
+               for key, module in tuple(sys.modules.items()) if key.startswith(prefix))
+
+
 def _apply(name: str, done: list[BaseInstrumentor]) -> None:
     module_name, _, class_name = INTEGRATIONS[name].instrumentor.partition(":")
     try:
         instrumentor = getattr(importlib.import_module(module_name), class_name)()
     except ImportError as exc:
+        if _ours_initializing():
+            _retry.append((name, done))
+            return
         logger.debug("agent-latency: %s not instrumented: %s", name, exc)
         return
+    finally:
+        while _retry and not _ours_initializing():
+            _apply(*_retry.pop())
     if instrumentor.is_instrumented_by_opentelemetry:
         return
     try:

@@ -17,6 +17,7 @@ library's import time, and unwrapped in reverse on ``uninstrument()``.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Collection
 from typing import Any, ClassVar
 
@@ -31,6 +32,24 @@ from ._shared import SharedPatch
 
 #: ``(module, "Class.method" or "function", wrapper)``.
 Patch = tuple[str, str, Any]
+
+
+def importable_now(module_name: str) -> bool:
+    """Whether ``module_name`` may be imported for a patch now: it is imported already, or
+    its top-level package is and has finished importing.
+
+    A trigger can fire in the middle of another package's import (``requests`` imports
+    ``urllib3`` first, whose hook patches ``requests.sessions``).  Importing that package's
+    modules then runs them before the package has set itself up: ``requests`` silences
+    urllib3's SOCKS ``DependencyWarning`` only after ``import urllib3``, so the program
+    would see a warning it never sees alone (an error under ``python -W error``).  Nor is a
+    package the program has not imported imported for it.
+    """
+    if module_name in sys.modules:
+        return True
+    package = sys.modules.get(module_name.partition(".")[0])
+    spec = getattr(package, "__spec__", None)
+    return package is not None and not getattr(spec, "_initializing", False)
 
 
 def patch(rows: list[Patch]) -> list[tuple[Any, str]]:
@@ -102,8 +121,16 @@ class Instrumentor(BaseInstrumentor):
         if not self._active or self._applied:
             return
         self._applied = True
-        self._wrapped = patch(self.patches())
+        rows = self.patches()
+        self._wrapped = patch([row for row in rows if importable_now(row[0])])
+        for row in rows:
+            if not importable_now(row[0]):  # wrapped when the program imports it
+                when_imported(row[0], lambda _module, row=row: self._apply_later(row))
         self.applied()
+
+    def _apply_later(self, row: Patch) -> None:
+        if self._active and self._applied:
+            self._wrapped.extend(patch([row]))
 
     def _uninstrument(self, **kwargs: Any) -> None:
         self._active = False

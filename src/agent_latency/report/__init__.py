@@ -29,6 +29,7 @@ from ._cli import (
     fail,
     say,
     source_paths,
+    with_services,
 )
 from ._files import default_file, trace_files
 from ._keys import BUDGET_KEYS
@@ -80,7 +81,10 @@ def main(argv: list[str]) -> int:
     replace_unencodable(sys.stdout)
     selection = Selection(args)
     try:
-        paths, _ = source_paths(args.sources, default_file())
+        paths, note = source_paths(with_services(args.sources, args.service),
+                                   default_file())
+        if note:
+            say(_PROG, note)
         summary, problems, warnings = summarize_sources(
             paths, selection, keep_going=args.keep_going, keep_tasks=args.tasks or args.json,
             slowest=max(args.slowest, 0))
@@ -130,7 +134,7 @@ calls, time to first token and output and prefill tokens/s; the slowest tasks, L
 and tools, with their trace ids.  --tasks adds each task's budget table, --json writes one
 JSON object instead, --html also writes a page.  With no SOURCE it reads
 .agent-latency/traces.jsonl and its rotated files (traces.jsonl.3 ... .1 first), as one
-stream."""
+stream; while none of them exists, the demo's traces (.agent-latency/demo), saying so."""
 _EXAMPLES = """\
 examples:
   agent-latency report

@@ -8,12 +8,14 @@ import os
 import re
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-from ._files import trace_files
+from ._files import demo_file, trace_files
+from ._http import redact_userinfo
 from ._read import TraceFileError
 from ._sources import FILE_FORMATS, is_backend
 from ._text import safe_text
@@ -42,7 +44,8 @@ def add_source_arguments(parser: argparse.ArgumentParser, default: str) -> None:
                         help=f"trace files (OTLP/JSON, OTLP/protobuf, the Collector's file "
                              "exports), directories of them, or backend URLs "
                              "(jaeger+http://…, tempo+http://…, phoenix+http://…; see "
-                             f"docs/report.md) (default {default} and its rotated files)")
+                             f"docs/report.md) (default {default} and its rotated files; "
+                             "the demo's while they do not exist)")
     parser.add_argument("--task", action="append", metavar="NAME",
                         help="only tasks with this name (repeatable)")
     parser.add_argument("--since", type=_time_arg, metavar="TIME",
@@ -51,7 +54,8 @@ def add_source_arguments(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument("--until", type=_time_arg, metavar="TIME",
                         help="only tasks started before TIME (as --since)")
     parser.add_argument("--service", action="append", metavar="NAME",
-                        help="only tasks of this service.name (repeatable)")
+                        help="only tasks of this service.name (repeatable); a Jaeger URL "
+                             "without ?service= asks Jaeger for each")
     parser.add_argument("--keep-going", action="store_true",
                         help="report everything readable, each unreadable line on stderr "
                              "(exit status 2 when there was any); without it the first "
@@ -104,16 +108,38 @@ def _time_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def source_paths(sources: list[str], default: str) -> tuple[list[Path], bool]:
-    """The files to read, and whether the default (with its rotated files) was used.
+def with_services(sources: list[str], services: list[str] | None) -> list[str]:
+    """``sources`` with each Jaeger URL that names no service (nor trace) asked once per
+    ``--service`` (Jaeger's query API needs one): ``report jaeger+http://HOST:16686
+    --service my-agent`` reads ``…?service=my-agent``."""
+    out: list[str] = []
+    for source in sources:
+        base, _, query = source.partition("?")
+        keys = {key for key, _ in urllib.parse.parse_qsl(query, keep_blank_values=True)}
+        if not services or not base.startswith("jaeger+") or keys & {"service", "trace"}:
+            out.append(source)
+            continue
+        out.extend(f"{base}?{query + '&' if query else ''}"
+                   f"{urllib.parse.urlencode({'service': name})}" for name in services)
+    return out
 
-    A directory stands for its ``*.jsonl``, ``*.json``, ``*.pb`` and ``*.binpb`` files (and
-    the local default's rotated ``traces.jsonl.N``), oldest rotation first.  Backend URLs
-    and format-prefixed files are passed on as they are (strings).
+
+def source_paths(sources: list[str], default: str) -> tuple[list[Path], str | None]:
+    """The files to read, and a note to print when they are not the ones asked for.
+
+    No SOURCE: the default with its rotated files, or, while none of them exists, the
+    demo's traces beside it (``agent-latency demo`` then ``agent-latency report``; the note
+    says so).  A directory stands for its ``*.jsonl``, ``*.json``, ``*.pb`` and ``*.binpb``
+    files (and the local default's rotated ``traces.jsonl.N``), oldest rotation first.
+    Backend URLs and format-prefixed files are passed on as they are (strings).
     """
 
     if not sources:
-        return trace_files(default), True
+        demo = demo_file(default)
+        if demo is None:
+            return trace_files(default), None
+        return trace_files(demo), (f"no {default} yet: reading the demo's traces, {demo} "
+                                   "(agent-latency demo wrote them)")
     paths: list[Path] = []
 
     for source in sources:
@@ -131,7 +157,7 @@ def source_paths(sources: list[str], default: str) -> tuple[list[Path], bool]:
             paths.extend(rotated + found)
         else:
             paths.append(path)
-    return paths, False
+    return paths, None
 
 
 class Selection:
@@ -277,8 +303,8 @@ def fail(prog: str, message: str, status: int = BAD_INPUT) -> int:
 
 def say(prog: str, message: str) -> None:
     """Print ``message`` on stderr as one line, its untrusted parts (names, ids, a
-    server's words) escaped."""
-    print(f"{prog}: {safe_text(_one_line(message))}", file=sys.stderr)
+    server's words) escaped, a URL's password hidden."""
+    print(f"{prog}: {safe_text(redact_userinfo(_one_line(message)))}", file=sys.stderr)
 
 
 def _one_line(message: str) -> str:

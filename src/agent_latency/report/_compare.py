@@ -18,13 +18,16 @@ medians of A and B, their difference, and a 95 % confidence interval of the shif
 
 With fewer than ``MIN_RUNS`` runs on a side the interval is wide or, below 4 runs each,
 does not exist at 95 %; the task carries a warning saying so, and is never significant.
+
+The first token is compared too, when both sides have runs with streamed LLM calls: a run's
+figure is the median time to first token of its own calls.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,8 +42,10 @@ MIN_RUNS = 5
 DEFAULT_MIN_EFFECT = 0.02
 MIN_EFFECT_S = 0.001
 
-#: The metrics compared, in report order: wall time, then each component's share.
-METRICS = ("wall", *COMPONENTS)
+#: The metrics compared, in report order: wall time, then each component's share, then the
+#: first token (a run's median time to first token; only runs with streamed calls have one).
+FIRST_TOKEN = "first_token"  # noqa: S105 - a metric's key
+METRICS = ("wall", *COMPONENTS, FIRST_TOKEN)
 
 # Above this many pairs the exact U distribution is replaced by its normal approximation
 # (the exact count table costs O(n·m·nm)).
@@ -103,12 +108,16 @@ class Comparison:
     @property
     def warnings(self) -> list[str]:
         """Human-readable warnings: too few runs, tasks on one side only."""
-        out = [f"task {t.name!r}: {t.warning}" for t in self.tasks if t.warning]
-        out += [f"task {name!r}: {n} run(s) in A only; not compared"
-                for name, n in self.only_a.items()]
-        out += [f"task {name!r}: {n} run(s) in B only; not compared"
-                for name, n in self.only_b.items()]
-        return out
+        return [f"task {t.name!r}: {t.warning}" for t in self.tasks if t.warning] + \
+            self.one_side_warnings
+
+    @property
+    def one_side_warnings(self) -> list[str]:
+        """The warnings about task names on one side only (the others belong to a task's
+        table, and are shown there)."""
+        return [f"task {name!r}: {runs(n)} in {side} only; not compared"
+                for side, names in (("A", self.only_a), ("B", self.only_b))
+                for name, n in names.items()]
 
     def as_dict(self, source_a: str = "", source_b: str = "") -> dict[str, Any]:
         """The versioned JSON document (docs/report.md, "compare")."""
@@ -117,16 +126,28 @@ class Comparison:
                 "tasks": [t.as_dict() for t in self.tasks], "warnings": self.warnings}
 
 
-def metric_values(task: StoredTask) -> dict[str, float]:
-    """A task run's compared metrics, in seconds."""
+def runs(n: int) -> str:
+    """``1 run``, ``3 runs``."""
+    return f"{n} run{'' if n == 1 else 's'}"
+
+
+def metric_values(task: StoredTask,
+                  first_tokens: Sequence[float] = ()) -> dict[str, float]:
+    """A task run's compared metrics, in seconds; ``first_tokens`` are its LLM calls' times
+    to first token (the run has a first-token figure only when there is one)."""
     assert task.budget is not None  # noqa: S101 - compared tasks have budgets
-    return {"wall": task.budget.wall, **{c: task.budget.shares[c] for c in COMPONENTS}}
+    values = {"wall": task.budget.wall, **{c: task.budget.shares[c] for c in COMPONENTS}}
+    if first_tokens:
+        values[FIRST_TOKEN] = statistics.median(first_tokens)
+    return values
 
 
 def compare_tasks(a: Iterable[StoredTask], b: Iterable[StoredTask], *,
-                  min_effect: float = DEFAULT_MIN_EFFECT) -> Comparison:
-    """Compare two sets of task runs, grouped by task name (names in A's order)."""
-    runs_a, runs_b = _by_name(a), _by_name(b)
+                  min_effect: float = DEFAULT_MIN_EFFECT,
+                  first_tokens: Mapping[Any, Sequence[float]] | None = None) -> Comparison:
+    """Compare two sets of task runs, grouped by task name (names in A's order).
+    ``first_tokens`` maps a task's ``key`` to its LLM calls' times to first token."""
+    runs_a, runs_b = _by_name(a, first_tokens or {}), _by_name(b, first_tokens or {})
     tasks = []
     for name, values_a in runs_a.items():
         values_b = runs_b.get(name)
@@ -138,10 +159,12 @@ def compare_tasks(a: Iterable[StoredTask], b: Iterable[StoredTask], *,
                               f"B; at least {MIN_RUNS} each are needed for a useful 95 % "
                               "interval): not significant whatever the medians say")
         for metric in METRICS:
-            result.metrics[metric] = shift(
-                [v[metric] for v in values_a], [v[metric] for v in values_b],
-                min_effect=min_effect,
-                enough=result.warning is None)
+            side_a = [v[metric] for v in values_a if metric in v]
+            side_b = [v[metric] for v in values_b if metric in v]
+            if side_a and side_b:  # the first token: only where both sides streamed
+                result.metrics[metric] = shift(
+                    side_a, side_b, min_effect=min_effect,
+                    enough=result.warning is None and min(len(side_a), len(side_b)) >= MIN_RUNS)
         tasks.append(result)
     return Comparison(
         tasks,
@@ -209,11 +232,13 @@ def _u_counts(n: int, m: int) -> list[int]:
     return table[m]
 
 
-def _by_name(tasks: Iterable[StoredTask]) -> dict[str, list[dict[str, float]]]:
+def _by_name(tasks: Iterable[StoredTask], first_tokens: Mapping[Any, Sequence[float]],
+             ) -> dict[str, list[dict[str, float]]]:
     out: dict[str, list[dict[str, float]]] = {}
     for task in tasks:
         if task.budget is not None:
-            out.setdefault(task.name, []).append(metric_values(task))
+            out.setdefault(task.name, []).append(
+                metric_values(task, first_tokens.get(task.key, ())))
     return out
 
 
@@ -223,7 +248,8 @@ def _finite(value: float) -> float | None:
 
 LABELS = {"wall": "wall time", "output_generation": "output generation",
           "prefill": "prefill", "tool_execution": "tool execution",
-          "network_overhead": "network overhead", "other": "other"}
+          "network_overhead": "network overhead", "other": "other",
+          FIRST_TOKEN: "first token"}
 
 
 def render_comparison(comparison: Comparison, out: Any) -> None:
@@ -232,7 +258,7 @@ def render_comparison(comparison: Comparison, out: Any) -> None:
           f"Mann-Whitney interval (significant: interval excludes 0 and |shift| ≥ "
           f"{comparison.min_effect:.0%} of A's median and ≥ 1 ms)", file=out)
     for task in comparison.tasks:
-        print(f"\ntask {safe_text(task.name)}: {task.runs_a} runs in A, {task.runs_b} in B",
+        print(f"\ntask {safe_text(task.name)}: {runs(task.runs_a)} in A, {task.runs_b} in B",
               file=out)
         if task.warning:
             print(f"  WARNING: {safe_text(task.warning)}", file=out)
@@ -246,9 +272,11 @@ def render_comparison(comparison: Comparison, out: Any) -> None:
                 verdict += f" ({s.estimate / s.median_a:+.0%})"
             print(f"  {LABELS[metric]:<18} {s.median_a:10.3f} {s.median_b:10.3f} "
                   f"{s.difference:+10.3f}  {interval:<23} {verdict}", file=out)
-    for warning in comparison.warnings:
-        if "only" in warning:
-            print(f"\nWARNING: {safe_text(warning)}", file=out)
+    if any(FIRST_TOKEN in task.metrics for task in comparison.tasks):
+        print("\n(first token: each run's median time to first token of its streamed LLM "
+              "calls)", file=out)
+    for warning in comparison.one_side_warnings:
+        print(f"\nWARNING: {safe_text(warning)}", file=out)
 
 
 def _fmt(value: float) -> str:

@@ -169,7 +169,7 @@ def render_compare_page(comparison: Comparison, tasks_a: Sequence[StoredTask],
                   default=0.0)
     return _environment().get_template("compare.html.j2").render(
         title=f"agent-latency compare: {source_a} vs {source_b}", source_a=source_a,
-        source_b=source_b, comparisons=rows, warnings=comparison.warnings,
+        source_b=source_b, comparisons=rows, warnings=comparison.one_side_warnings,
         min_effect=comparison.min_effect, components=_legend(),
         phases=_phase_legend(),
         bars_a=_stacked_bars(tasks_a, longest), bars_b=_stacked_bars(tasks_b, longest),
@@ -219,7 +219,7 @@ def _models(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
              "output_tps": m["output_tokens_per_second"]["p50"],
              "prefill_tps": m["prefill_tokens_per_second"]["p50"],
              "input_tokens": m["input_tokens"], "output_tokens": m["output_tokens"],
-             "note": split_words(m, m["calls"])}
+             "no_usage": m.get("calls_without_usage", 0), "note": split_words(m, m["calls"])}
             for name, m in summary.get("by_model", {}).items()]
 
 

@@ -8,21 +8,29 @@ per-read timeout never fires), gigabytes.  The settings, read when a source is o
 * ``AGENT_LATENCY_BACKEND_TIMEOUT`` (seconds, default 30): connect, headers and body of one
   request together;
 * ``AGENT_LATENCY_BACKEND_MAX_MB`` (MB of 10^6 bytes, default 256): the largest body read;
-* ``AGENT_LATENCY_BACKEND_MAX_PAGES`` (default 10,000): pages of one paged listing.
+* ``AGENT_LATENCY_BACKEND_MAX_PAGES`` (default 10,000): pages of one paged listing;
+* ``AGENT_LATENCY_BACKEND_TOTAL_TIMEOUT`` (seconds, default 300): every request to one
+  source together (the pages of a listing, Tempo's trace after trace);
+* ``AGENT_LATENCY_BACKEND_MAX_SPANS`` (default 1,000,000): spans a paged listing holds
+  before its traces are whole (Phoenix's; about 1 kB of memory each).
 
 Every failure is a :class:`~agent_latency.report._read.TraceFileError` of one line naming the
-URL.
+URL.  A URL's user and password (``https://user:secret@host``) are sent as HTTP basic
+authentication and never shown: they are taken out of the URL before anything names it
+(:func:`split_userinfo`), and :func:`redact_userinfo` hides any that a message still holds.
 """
 
 from __future__ import annotations
 
+import base64
 import http.client
+import re
 import socket
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .._env import env_int, env_number
 from ._read import TraceFileError
@@ -30,36 +38,78 @@ from ._read import TraceFileError
 TIMEOUT_ENV = "AGENT_LATENCY_BACKEND_TIMEOUT"
 MAX_MB_ENV = "AGENT_LATENCY_BACKEND_MAX_MB"
 MAX_PAGES_ENV = "AGENT_LATENCY_BACKEND_MAX_PAGES"
+TOTAL_TIMEOUT_ENV = "AGENT_LATENCY_BACKEND_TOTAL_TIMEOUT"
+MAX_SPANS_ENV = "AGENT_LATENCY_BACKEND_MAX_SPANS"
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_MB = 256.0
 DEFAULT_MAX_PAGES = 10_000
+DEFAULT_TOTAL_TIMEOUT_S = 300.0
+DEFAULT_MAX_SPANS = 1_000_000
 MAX_REDIRECTS = 5
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 #: Headers that carry credentials: sent to the origin they were given for, no other.
 _CREDENTIALS = frozenset({"authorization", "cookie", "proxy-authorization"})
 _BLOCK = 1 << 16
+# The user and password part of a URL in a text: after "scheme://", up to the last "@"
+# before the host.
+_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What one backend source may cost: seconds per request, bytes per body, pages."""
+    """What one backend source may cost: seconds per request, bytes per body, pages, seconds
+    for all its requests together (from when the limits are made), spans held."""
 
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_bytes: int = int(DEFAULT_MAX_MB * 1e6)
     max_pages: int = DEFAULT_MAX_PAGES
+    total_s: float = DEFAULT_TOTAL_TIMEOUT_S
+    max_spans: int = DEFAULT_MAX_SPANS
+    started: float = field(default_factory=time.monotonic, compare=False)
 
     @classmethod
     def from_environment(cls) -> Limits:
-        """The limits the environment sets (a bad value keeps the default, one warning)."""
+        """The limits the environment sets (a bad value keeps the default, one warning);
+        the total deadline runs from now."""
         return cls(env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, maximum=86_400.0),
                    int(env_number(MAX_MB_ENV, DEFAULT_MAX_MB, maximum=1e6) * 1e6),
-                   env_int(MAX_PAGES_ENV, DEFAULT_MAX_PAGES))
+                   env_int(MAX_PAGES_ENV, DEFAULT_MAX_PAGES),
+                   env_number(TOTAL_TIMEOUT_ENV, DEFAULT_TOTAL_TIMEOUT_S, maximum=864_000.0),
+                   env_int(MAX_SPANS_ENV, DEFAULT_MAX_SPANS))
+
+    @property
+    def ends_at(self) -> float:
+        """When every request to this source must be done (``time.monotonic``)."""
+        return self.started + self.total_s
+
+    def out_of_time(self) -> bool:
+        """Whether the total deadline has passed."""
+        return time.monotonic() >= self.ends_at
+
+
+def split_userinfo(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without its user and password, and the basic authentication header they
+    make (none when the URL has none)."""
+    parts = urllib.parse.urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at:
+        return url, {}
+    user, _, password = userinfo.partition(":")
+    pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+    header = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)), {"Authorization": header}
+
+
+def redact_userinfo(text: str) -> str:
+    """``text`` with the user and password of every URL in it shown as ``***``."""
+    return _USERINFO.sub("***@", text)
 
 
 def get(url: str, headers: dict[str, str], limits: Limits) -> bytes:
     """The body of ``GET url`` (status 2xx), following up to :data:`MAX_REDIRECTS`
     redirects; credentials in ``headers`` go to ``url``'s origin only."""
-    deadline = time.monotonic() + limits.timeout_s
+    # This request's own bound, or less where the source's total deadline comes first.
+    deadline = min(time.monotonic() + limits.timeout_s, limits.ends_at)
     origin = _origin(url)
     for _ in range(MAX_REDIRECTS + 1):
         same_origin = _origin(url) == origin
@@ -163,6 +213,9 @@ def _too_big(url: str, max_bytes: int, detail: str) -> TraceFileError:
 
 
 def _too_slow(url: str, limits: Limits) -> TraceFileError:
+    if limits.out_of_time():
+        return TraceFileError(f"{url}: no whole answer within the {limits.total_s:g} s that "
+                              f"all requests to this source get ({TOTAL_TIMEOUT_ENV})")
     return TraceFileError(f"{url}: no whole answer within {limits.timeout_s:g} s "
                           f"({TIMEOUT_ENV})")
 

@@ -18,7 +18,7 @@ BUDGET_KEYS = frozenset({
     semconv.COMPONENT, semconv.TASK_NAME, semconv.PROCESS_TASK, semconv.RUN_TASK,
     semconv.BUDGET_WALL, semconv.BUDGET_OUTPUT_TOKENS_PER_SECOND,
     semconv.BUDGET_PREFILL_TOKENS_PER_SECOND,
-    semconv.LLM_LAST_TOKEN_LAG, semconv.TASK_STARTUP,
+    semconv.LLM_LAST_TOKEN_LAG, semconv.TASK_STARTUP, semconv.SPANS_LOST,
     *(semconv.budget_other_part(p) for p in semconv.OTHER_PARTS),
     *(semconv.budget_share(c) for c in COMPONENTS),
     *(semconv.budget_busy(c) for c in COMPONENTS),

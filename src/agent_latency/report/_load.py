@@ -19,15 +19,16 @@ from ._tasks import StoredTask, find_tasks
 
 def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
                rotated: bool = False, keep_going: bool = True, selection: Any = None,
-               progress: Progress | None = None,
-               notes: list[str] | None = None) -> tuple[list[StoredTask], list[str]]:
+               progress: Progress | None = None, notes: list[str] | None = None,
+               on_span: Any = None) -> tuple[list[StoredTask], list[str]]:
     """Read trace files and return their tasks in start order (optionally only those named
     ``task``, or those ``selection(task)`` keeps), each with its intervals (for what-ifs),
     and the problems met.  ``path`` is one file or a list of files; ``rotated`` reads one
     file's rotated siblings first.  Without ``keep_going`` the first unreadable line raises
     :class:`BadInput`.  ``notes``, when given, receives what is stated but is not bad input
     (spans counted as other, clock skew corrected, spans in no task); otherwise it is
-    returned with the problems.
+    returned with the problems.  ``on_span`` is :func:`find_tasks`'s: each counted span with
+    its task (the spans' budget attributes only).
 
     Streams: a trace's spans are held only until its last line is read and its tasks are
     computed, with only the attributes budgets need.
@@ -45,10 +46,11 @@ def load_tasks(path: str | Path | list[Path], task: str | None = None, *,
     with no_cyclic_gc():
         try:
             for spans in iter_sources(paths, problems, keep=BUDGET_KEYS,
-                                      on_bytes=progress.feed(), notes=stated):
+                                      on_bytes=progress.feed(), notes=stated,
+                                      skip_unreadable=keep_going):
                 if problems and not keep_going:
                     raise BadInput(problems[0])
-                found, more = find_tasks(spans)
+                found, more = find_tasks(spans, on_span=on_span)
                 tasks.extend(t for t in found if (task is None or t.name == task)
                              and (selection is None or selection(t)))
                 stated.extend(more)
@@ -92,7 +94,7 @@ def summarize_sources(paths: list[Path], selection: Any = None, *, keep_going: b
                     notes.append(f"{exc}; read again in one process")
                     progress.restart()
             traces = iter_sources(paths, problems, keep=BUDGET_KEYS, on_bytes=progress.feed(),
-                                  notes=notes)
+                                  notes=notes, skip_unreadable=keep_going)
             summary, warnings = summarize_traces(
                 traces, selection, problems=problems, keep_going=keep_going,
                 keep_tasks=keep_tasks, slowest=slowest)

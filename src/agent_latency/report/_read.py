@@ -335,7 +335,9 @@ class _Reader:
         try:
             return json.loads(line)
         except json.JSONDecodeError as exc:
-            self.problems.append(f"{where}: malformed JSON ({exc.msg} at column {exc.colno}); "
+            # Some of json's messages end in "at" already ("Unterminated string starting at").
+            said = exc.msg.removesuffix(" at")
+            self.problems.append(f"{where}: malformed JSON ({said} at column {exc.colno}); "
                                  "line skipped")
         except RecursionError:
             self.problems.append(f"{where}: nested too deeply; skipped")

@@ -191,8 +191,17 @@ def _s(value: float | None) -> str:
     return f"{value:.3f}"
 
 
-def _rate(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}"
+def _rate(value: float | None, model: dict[str, Any] | None = None) -> str:
+    """A speed in a column: "unknown" when calls of the model reported no token counts
+    (the speed exists, its tokens are not known), "-" when there is none to give."""
+    if value is not None:
+        return f"{value:,.0f}"
+    return "unknown" if model and model.get("calls_without_usage") else "-"
+
+
+def _tokens(count: int | None) -> str:
+    """A token count in a column of 7: "unknown" when the call reported none."""
+    return f"{'unknown' if count is None else format(count, ','):>7}"
 
 
 def render_summary(summary: Any, source: str, filters: str = "",
@@ -236,8 +245,8 @@ def render_summary(summary: Any, source: str, filters: str = "",
             ft = m["first_token"]
             print(f"  {_t(model)[:mw]:<{mw}} {m['calls']:>7,} {_s(ft['p50']):>9} "
                   f"{_s(ft['p95']):>7} {_s(ft['p99']):>7} "
-                  f"{_rate(m['output_tokens_per_second']['p50']):>9} "
-                  f"{_rate(m['prefill_tokens_per_second']['p50']):>9}", file=out)
+                  f"{_rate(m['output_tokens_per_second']['p50'], m):>9} "
+                  f"{_rate(m['prefill_tokens_per_second']['p50'], m):>9}", file=out)
             if words := split_words(m, m["calls"]):
                 print(f"    note: {words}", file=out)
     slowest = data["slowest"]
@@ -250,8 +259,8 @@ def render_summary(summary: Any, source: str, filters: str = "",
         print("\nslowest LLM calls", file=out)
         for c in slowest["llm_calls"]:
             _fit(out, width, f"  {_s(c['duration']):>8} s  ", _t(c["model"]),
-                 f" first token {_s(c['first_token']):>6} s  {c['output_tokens']:>6,} out "
-                 f"tokens  task {_t(c['task'])[:20]}", f"trace {_t(c['trace_id'])}")
+                 f" first token {_s(c['first_token']):>6} s  {_tokens(c['output_tokens'])} "
+                 f"out tokens  task {_t(c['task'])[:20]}", f"trace {_t(c['trace_id'])}")
     if slowest["tools"]:
         print("\nslowest tools", file=out)
         for t in slowest["tools"]:

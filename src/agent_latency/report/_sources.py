@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import functools
 import json
 import os
 import re
@@ -39,6 +40,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import semconv
 from . import _http
 from ._http import Limits
 from ._keys import BUDGET_KEYS
@@ -91,28 +93,59 @@ def iter_source(source: str | Path, problems: list[str], *,
 
 
 def iter_sources(sources: Iterable[str | Path], problems: list[str], *, keep: Any = None,
-                 on_bytes: Any = None,
-                 notes: list[str] | None = None) -> Iterator[list[StoredSpan]]:
+                 on_bytes: Any = None, notes: list[str] | None = None,
+                 skip_unreadable: bool = False) -> Iterator[list[StoredSpan]]:
     """``iter_source`` over several sources in order; consecutive OTLP/JSON files are read
     as one stream (a trace cut by a rotation is whole again), ``on_bytes`` sees their
     lines' sizes.  ``notes`` (default: ``problems``) receives what the trace checks state
-    (clock skew corrected, spans in no task): facts about readable input, not bad input."""
+    (clock skew corrected, spans in no task): facts about readable input, not bad input.
+    With ``skip_unreadable`` a source that cannot be read at all (not a trace file, a
+    backend that fails) is a problem and the others are read; only when none could be read
+    is its :class:`TraceFileError` raised."""
+    failed: list[TraceFileError] = []
+    read = [0]
+
+    def each(make: Callable[[], Iterable[list[StoredSpan]]]) -> Iterator[list[StoredSpan]]:
+        try:
+            yield from make()
+        except TraceFileError as exc:
+            if not skip_unreadable:
+                raise
+            failed.append(exc)
+            if problems and problems[-1] in str(exc):  # the error quotes the last problem
+                problems[-1] = str(exc)
+            else:
+                problems.append(str(exc))
+        else:
+            read[0] += 1
+
     def raw() -> Iterator[list[StoredSpan]]:
         json_run: list[Path] = []
         for source in [*sources, None]:
             plain = source is not None and not is_backend(source) and not str(
                 source).startswith(tuple(f + ":" for f in FILE_FORMATS))
             if (plain and source is not None and not Path(source).is_dir()
-                    and _sniff(Path(source)) == "otlp-json"):
+                    and _sniff_or_none(Path(source)) == "otlp-json"):
                 json_run.append(Path(source))
                 continue
             if json_run:
-                yield from iter_traces(json_run, problems, keep=keep, on_bytes=on_bytes)
+                yield from each(functools.partial(iter_traces, json_run, problems, keep=keep,
+                                                  on_bytes=on_bytes))
                 json_run = []
             if source is not None:
-                yield from _raw_traces(str(source), problems, keep)
+                yield from each(functools.partial(_raw_traces, str(source), problems, keep))
+        if failed and not read[0]:
+            raise failed[0]
 
     return check_traces(raw(), problems if notes is None else notes)
+
+
+def _sniff_or_none(path: Path) -> str | None:
+    """:func:`_sniff`, None where the file cannot be read (its reader says why)."""
+    try:
+        return _sniff(path)
+    except TraceFileError:
+        return None
 
 
 def load_source(source: str | Path, task: str | None = None, *,
@@ -135,12 +168,14 @@ def _raw_traces(source: str, problems: list[str], keep: Any) -> Iterator[list[St
     if is_backend(source):
         scheme, _, rest = source.partition("://")
         backend, _, transport = scheme.partition("+")
+        # From here on no message can name the URL's password: it is a header now.
+        url, auth = _http.split_userinfo(f"{transport}://{rest}")
         if transport not in ("http", "https"):
-            raise TraceFileError(f"{source}: use {backend}+http:// or {backend}+https://")
-        url = f"{transport}://{rest}"
+            raise TraceFileError(f"{_http.redact_userinfo(source)}: use {backend}+http:// "
+                                 f"or {backend}+https://")
         reader = {"jaeger": _jaeger, "tempo": _tempo, "phoenix": _phoenix}[backend]
         return _guarded(url, reader(url, problems,
-                                    keep if backend == "tempo" else _keeper(keep)))
+                                    keep if backend == "tempo" else _keeper(keep), auth))
     forced = None
     for name in FILE_FORMATS:
         if source.startswith(name + ":"):
@@ -181,7 +216,24 @@ def _sniff(path: Path) -> str:
     text = head.lstrip()
     if not text or text[:1] in (b"{", b"["):
         return "otlp-json"
-    return "otlp-proto" if head[:1] == b"\x0a" else "collector-proto"
+    if head[:1] == b"\x0a":
+        return "otlp-proto"
+    if _is_text(head):
+        raise TraceFileError(f"{path}: text, not a trace file (OTLP/JSON starts with '{{', "
+                             "OTLP/protobuf is binary)")
+    return "collector-proto"
+
+
+def _is_text(head: bytes) -> bool:
+    """Whether ``head`` reads as printable UTF-8 text.  A Collector ``proto`` file starts
+    with a length whose first byte is 0x00 for any frame under 16 MiB: never text."""
+    try:
+        decoded = head.decode("utf-8")
+    except UnicodeDecodeError as exc:  # a character cut at the end of the 64 bytes is text
+        if exc.start < len(head) - 3:
+            return False
+        decoded = head[:exc.start].decode("utf-8")
+    return all(c.isprintable() or c in "\t\r\n" for c in decoded)
 
 
 def _read_whole(path: Path) -> Any:
@@ -385,8 +437,8 @@ def _guarded(url: str, traces: Iterator[list[StoredSpan]]) -> Iterator[list[Stor
                              f"{exc})") from None
 
 
-def _jaeger(url: str, problems: list[str],
-            keep: KeepFunction | None) -> Iterator[list[StoredSpan]]:
+def _jaeger(url: str, problems: list[str], keep: KeepFunction | None,
+            auth: dict[str, str]) -> Iterator[list[StoredSpan]]:
     """Jaeger's query API: one response holds whole traces, handed out one at a time."""
     base, params = _split_url(url)
     limits = Limits.from_environment()
@@ -399,7 +451,7 @@ def _jaeger(url: str, problems: list[str],
             raise TraceFileError(f"{url}: Jaeger needs ?service=NAME (or ?trace=ID)")
         _limit_param(params, url, DEFAULT_TRACE_LIMIT)
         query = f"{base}/api/traces?{urllib.parse.urlencode(params)}"
-    doc = _get_json(query, limits)
+    doc = _get_json(query, limits, auth)
     for error in _listed(doc, "errors", query):
         message = error.get("msg", error) if isinstance(error, dict) else error
         problems.append(f"{query}: Jaeger reports: {message}")
@@ -460,8 +512,8 @@ def _jaeger_value(tag: dict[str, Any]) -> Any:
     return value
 
 
-def _tempo(url: str, problems: list[str],
-           keep: AttributeFilter | None) -> Iterator[list[StoredSpan]]:
+def _tempo(url: str, problems: list[str], keep: AttributeFilter | None,
+           auth: dict[str, str]) -> Iterator[list[StoredSpan]]:
     """Tempo: a search for trace ids, then each trace on its own (memory: one trace)."""
     base, params = _split_url(url)
     limits = Limits.from_environment()
@@ -472,7 +524,7 @@ def _tempo(url: str, problems: list[str],
     else:
         limit = _limit_param(params, url, DEFAULT_TRACE_LIMIT)
         search = f"{base}/api/search?{urllib.parse.urlencode(params)}"
-        found = _listed(_get_json(search, limits), "traces", search)
+        found = _listed(_get_json(search, limits, auth), "traces", search)
         ids = []
         for item in found:
             found_id = item.get("traceID") if isinstance(item, dict) else None
@@ -486,7 +538,7 @@ def _tempo(url: str, problems: list[str],
                             "traces; there may be more (raise &limit= or narrow the search)")
     for trace_id in ids:
         where = f"{base}/api/traces/{trace_id}"
-        doc = _get_json(where, limits)
+        doc = _get_json(where, limits, auth)
         doc = doc.get("trace", doc)  # /api/v2/traces wraps the trace
         if not doc:
             problems.append(f"{where}: no spans (the trace expired or is not flushed yet)")
@@ -499,30 +551,57 @@ def _tempo(url: str, problems: list[str],
         yield times.keep(spans, url, where)
 
 
-def _phoenix(url: str, problems: list[str],
-             keep: KeepFunction | None) -> Iterator[list[StoredSpan]]:
+def _phoenix(url: str, problems: list[str], keep: KeepFunction | None,
+             auth: dict[str, str]) -> Iterator[list[StoredSpan]]:
     """Phoenix's spans API pages through a project's spans in no trace order, so a trace is
     whole only after the last page: the project's spans are held (budget attributes only).
-    Paging stops at ``AGENT_LATENCY_BACKEND_MAX_PAGES`` pages or at a cursor seen before
-    (a server that never ends its listing), with a problem line."""
+    Paging stops, with a problem line, at a cursor seen before (a server that never ends its
+    listing), at ``AGENT_LATENCY_BACKEND_MAX_PAGES`` pages, at
+    ``AGENT_LATENCY_BACKEND_MAX_SPANS`` spans held, at the source's total deadline
+    (``AGENT_LATENCY_BACKEND_TOTAL_TIMEOUT``) or at a page that fails after the first: the
+    spans read until then are reported all the same."""
     base, params = _split_url(url)
     project = params.pop("project", None)
     if not project:
         raise TraceFileError(f"{url}: Phoenix needs ?project=NAME")
     limits = Limits.from_environment()
     times = TimeCheck(problems)
-    headers = {}
+    headers = dict(auth)
     if key := os.environ.get("PHOENIX_API_KEY"):
         headers["Authorization"] = f"Bearer {key}"
     _limit_param(params, url, PAGE_SIZE)
     path = f"{base}/v1/projects/{urllib.parse.quote(project, safe='')}/spans"
     spans: list[StoredSpan] = []
+    stopped = _phoenix_pages(path, params, headers, limits, keep, spans, problems)
+    if stopped:
+        problems.append(f"{path}: {stopped}; the rest is not read, the {len(spans):,} spans "
+                        "read are reported (narrow it with &start_time= and &end_time=)")
+    for trace in _group(spans):
+        yield times.keep(trace, url)
+
+
+def _phoenix_pages(path: str, params: dict[str, str], headers: dict[str, str],
+                   limits: Limits, keep: KeepFunction | None, spans: list[StoredSpan],
+                   problems: list[str]) -> str:
+    """Reads the listing's pages into ``spans``; why paging stopped early ("" when the
+    listing ended)."""
     cursor: str | None = None
     seen: set[str] = set()
     for page_number in range(1, limits.max_pages + 1):
+        if page_number > 1 and limits.out_of_time():
+            return (f"stopped after {page_number - 1:,} pages at the {limits.total_s:g} s "
+                    f"that all requests to this source get ({_http.TOTAL_TIMEOUT_ENV})")
+        if len(spans) >= limits.max_spans:
+            return (f"stopped after {page_number - 1:,} pages holding {len(spans):,} spans "
+                    f"({_http.MAX_SPANS_ENV})")
         query = f"{path}?" + urllib.parse.urlencode(
             dict(params, cursor=cursor) if cursor else params)
-        page = _get_json(query, limits, headers)
+        try:
+            page = _get_json(query, limits, headers)
+        except TraceFileError as exc:
+            if page_number == 1:
+                raise
+            return f"stopped after {page_number - 1:,} pages: {exc}"
         for item in _listed(page, "data", query):
             try:
                 if not isinstance(item, dict):
@@ -534,22 +613,16 @@ def _phoenix(url: str, problems: list[str],
                                 f"({type(exc).__name__}: {exc}); skipped")
         next_cursor = page.get("next_cursor")
         if not next_cursor:
-            break
+            return ""
         if not isinstance(next_cursor, str):
             raise TraceFileError(f"{query}: not Phoenix's answer (next_cursor is a JSON "
                                  f"{type(next_cursor).__name__})")
         if next_cursor in seen or next_cursor == cursor:
-            problems.append(f"{path}: the server gave cursor {next_cursor[:40]!r} again "
-                            f"after {page_number} pages; paging stopped there")
-            break
+            return (f"the server gave cursor {next_cursor[:40]!r} again after {page_number} "
+                    "pages")
         seen.add(next_cursor)
         cursor = next_cursor
-    else:
-        problems.append(f"{path}: stopped after {limits.max_pages:,} pages "
-                        f"({_http.MAX_PAGES_ENV}); the rest is not read (narrow it with "
-                        "&start_time= and &end_time=)")
-    for trace in _group(spans):
-        yield times.keep(trace, url)
+    return f"stopped after {limits.max_pages:,} pages ({_http.MAX_PAGES_ENV})"
 
 
 def _phoenix_span(item: dict[str, Any], keep: KeepFunction | None) -> StoredSpan:
@@ -594,13 +667,27 @@ def _iso_ns(text: str) -> int:
 def check_traces(traces: Iterable[list[StoredSpan]],
                  problems: list[str]) -> Iterator[list[StoredSpan]]:
     """Each trace, its clock skew between services corrected and stated (appended to
-    ``problems``).  LLM calls and tools in no task are stated by the task tree
-    (``codec.assemble``), which walks every span's ancestry anyway."""
+    ``problems``), and spans a program lost to a full export queue stated.  LLM calls and
+    tools in no task are stated by the task tree (``codec.assemble``), which walks every
+    span's ancestry anyway."""
     for spans in traces:
         service = spans[0].service if spans else ""
         if any(s.service != service for s in spans):
             _adjust_clock_skew(spans, problems)
+        for span in spans:
+            if span.name == semconv.SPANS_LOST_SPAN:
+                _state_spans_lost(span, problems)
         yield spans
+
+
+def _state_spans_lost(span: StoredSpan, problems: list[str]) -> None:
+    """The span a program sends at exit when spans found its export queue full."""
+    lost = span.attributes.get(semconv.SPANS_LOST)
+    if isinstance(lost, int) and not isinstance(lost, bool) and lost > 0:
+        who = f"service {span.service!r}" if span.service else "the program"
+        problems.append(f"trace {span.trace_id}: {who} lost {lost:,} spans before export "
+                        "(a burst filled its export queue; raise OTEL_BSP_MAX_QUEUE_SIZE): "
+                        "the tasks running then miss them")
 
 
 def _adjust_clock_skew(spans: list[StoredSpan], problems: list[str]) -> None:

@@ -43,8 +43,9 @@ class CallRecord:
         self.duration = max(span.end_ns - span.start_ns, 0) * 1e-9
         ttft = a.get(semconv.LLM_TTFT)
         self.first_token = float(ttft) if isinstance(ttft, (int, float)) else None
-        self.input_tokens = int(a.get(semconv.GEN_AI_USAGE_INPUT_TOKENS) or 0)
-        self.output_tokens = int(a.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS) or 0)
+        # None when the server sent no count (a stream without usage): unknown, not 0.
+        self.input_tokens = _count(a.get(semconv.GEN_AI_USAGE_INPUT_TOKENS))
+        self.output_tokens = _count(a.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS))
         #: Where its prefill/output split came from (``codec.split_source``).
         self.split = split_source(a)
         # Speeds from a measured or reported split only: an estimate's are the rates it was
@@ -65,7 +66,12 @@ class CallRecord:
                 "prefill_tokens_per_second": self.prefill_tps, "split": self.split}
 
 
-def _rate(attributes: Mapping[str, Any], recorded: str, tokens: int,
+def _count(value: Any) -> int | None:
+    """A stored token count; None when there is none."""
+    return None if value is None or value == "" else int(value)
+
+
+def _rate(attributes: Mapping[str, Any], recorded: str, tokens: int | None,
           phase: str) -> float | None:
     value = attributes.get(recorded)
     if isinstance(value, (int, float)) and value > 0:
@@ -145,15 +151,18 @@ class _Group:
 class _Model:
     """The figures of one model's calls."""
 
-    __slots__ = ("first_token", "input_tokens", "output_tokens", "output_tps", "prefill_tps",
-                 "splits")
+    __slots__ = ("first_token", "input_tokens", "no_usage", "output_tokens", "output_tps",
+                 "prefill_tps", "splits")
 
     def __init__(self) -> None:
         self.first_token = _figures()
         self.output_tps = _figures()
         self.prefill_tps = _figures()
-        self.output_tokens = 0
-        self.input_tokens = 0
+        # Sums of the counts the calls reported; None while no call reported one.
+        self.output_tokens: int | None = None
+        self.input_tokens: int | None = None
+        #: Calls that reported no output token count.
+        self.no_usage = 0
         self.splits = _Splits()
 
     def add(self, call: CallRecord) -> None:
@@ -163,16 +172,18 @@ class _Model:
             self.output_tps.append(call.output_tps)
         if call.prefill_tps is not None:
             self.prefill_tps.append(call.prefill_tps)
-        self.output_tokens += call.output_tokens
-        self.input_tokens += call.input_tokens
+        self.output_tokens = _plus(self.output_tokens, call.output_tokens)
+        self.input_tokens = _plus(self.input_tokens, call.input_tokens)
+        self.no_usage += call.output_tokens is None
         self.splits.count([call])
 
     def merge(self, other: _Model) -> None:
         self.first_token.extend(other.first_token)
         self.output_tps.extend(other.output_tps)
         self.prefill_tps.extend(other.prefill_tps)
-        self.output_tokens += other.output_tokens
-        self.input_tokens += other.input_tokens
+        self.output_tokens = _plus(self.output_tokens, other.output_tokens)
+        self.input_tokens = _plus(self.input_tokens, other.input_tokens)
+        self.no_usage += other.no_usage
         self.splits.merge(other.splits)
 
     def to_json(self, calls: int) -> dict[str, Any]:
@@ -182,7 +193,14 @@ class _Model:
                 "output_tokens_per_second": summarize(self.output_tps),
                 "prefill_tokens_per_second": summarize(self.prefill_tps),
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                **splits}
+                "calls_without_usage": self.no_usage, **splits}
+
+
+def _plus(total: int | None, count: int | None) -> int | None:
+    """``total + count``, where None is unknown: a known count adds to what is known."""
+    if count is None:
+        return total
+    return count if total is None else total + count
 
 
 def split_words(figures: Mapping[str, Any], calls: int | None = None) -> str:
@@ -198,6 +216,10 @@ def split_words(figures: Mapping[str, Any], calls: int | None = None) -> str:
     if estimated:
         words.append(f"{estimated:,} of {calls:,} LLM calls split by estimate (rates learned "
                      f"from streamed calls)")
+    if no_usage := figures.get("calls_without_usage", 0):
+        words.append(f"{no_usage:,} of {calls:,} LLM calls reported no token counts (a "
+                     "stream without usage: OpenAI's needs stream_options include_usage): "
+                     "their tokens and speeds are unknown")
     return "; ".join(words)
 
 

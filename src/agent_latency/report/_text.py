@@ -1,37 +1,16 @@
-"""Untrusted text made safe to show.
+"""Untrusted text made safe to show (``_safe_text``), in the report's pages and lines.
 
-Names, ids and messages read from trace files and backends are whatever their writer put
-there.  Shown as they are, a name can drive the terminal (ANSI CSI and OSC sequences: a
-window title, a cleared screen, a live hyperlink), reorder the line it sits in (Unicode
-bidirectional controls such as U+202E), break a one-line message (a newline), or stop the
-program (a lone surrogate, which no encoder accepts).  Every such character is shown as an
-escape instead (``\\x1b``, ``\\u202e``, ``\\ud800``); all other text, non-Latin scripts
-included, is left as it is.  Markup is not this module's concern: rich gets names as
-``rich.text.Text``, the HTML page escapes them with Jinja's autoescape.
+Markup is not this module's concern: rich gets names as ``rich.text.Text``, the HTML page
+escapes them with Jinja's autoescape.
 """
 
 from __future__ import annotations
 
-import re
 from typing import IO, Any
 
-# C0 and C1 controls and DEL (ESC and CSI start terminal sequences; CR, LF, TAB break a
-# line's layout), the bidirectional controls (marks, embeddings, overrides, isolates),
-# the Unicode line and paragraph separators, and lone surrogates.
-_UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
-    "\ud800-\udfff]")
+from .._safe_text import safe_text
 
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def safe_text(text: object) -> str:
-    """``text`` as a string with every control, bidirectional control and lone surrogate
-    shown as an escape: safe to print on a terminal, one line, encodable as UTF-8."""
-    return _UNSAFE.sub(_escape, text if isinstance(text, str) else str(text))
+__all__ = ["html_finalize", "replace_unencodable", "safe_text"]
 
 
 def html_finalize(value: Any) -> Any:

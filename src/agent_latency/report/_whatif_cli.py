@@ -10,6 +10,7 @@ import sys
 import textwrap
 from typing import Any
 
+from .._help import wrapped
 from ..budget import Projection, Scenario, project
 from ..budget._whatif import PRESETS, preset
 from ._cli import (
@@ -24,6 +25,7 @@ from ._cli import (
     say,
     source_paths,
     total_size,
+    with_services,
 )
 from ._files import default_file
 from ._load import load_tasks
@@ -92,7 +94,7 @@ _EPILOG = "\n".join([
     "examples:",
     "  agent-latency whatif",
     "  agent-latency whatif --output-tps 1000",
-    "  agent-latency whatif --persistent-connection --tool-speedup pytest=2",
+    "  agent-latency whatif --persistent-connection --tool-speedup run_shell=2",
     "  agent-latency whatif --preset latency-first --task fix-tests",
 ])
 
@@ -101,8 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``whatif`` command line."""
     p = OneLineParser(
         prog=_PROG,
-        description="Project each recorded task's wall time under changes, keeping the "
-                    "recorded order of work (parallel work is not double-saved).",
+        description=wrapped(
+            "Project each recorded task's wall time under changes, keeping the recorded "
+            "order of work (parallel work is not double-saved)."),
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_arguments(p, default_file())
     p.add_argument("--preset", choices=sorted(PRESETS),
@@ -221,6 +224,20 @@ def _change(recorded: float, projected: float) -> str:
             f"{_pct(_relative(recorded, projected))}")
 
 
+def unknown_tools(unknown: list[str], seen: dict[str, int], tasks: int, source: str) -> str:
+    """The error for ``--tool-speedup NAME=K`` naming tools the tasks do not have: the
+    tools they do have (``seen``: name -> recorded ns), and how to speed up the one that
+    took longest, or all."""
+    named = " and ".join(repr(name) for name in unknown)
+    if not seen:
+        return (f"--tool-speedup names {named}, but the {_count(tasks)} in {source} ran no "
+                "tools: a tool speed-up has nothing to change")
+    longest = max(sorted(seen), key=seen.__getitem__)
+    return (f"--tool-speedup names {named}, not a tool of the {_count(tasks)} in {source}; "
+            f"tools seen: {', '.join(sorted(seen))} (--tool-speedup {longest}=2 halves "
+            f"{longest}'s time, --tool-speedup 2 every tool's)")
+
+
 def main(argv: list[str]) -> int:
     """``agent-latency whatif``."""
     args = build_parser().parse_args(join_signed_values(list(argv)))
@@ -230,7 +247,10 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         return fail(_PROG, str(exc))
     try:
-        paths, _ = source_paths(args.sources, default_file())
+        paths, note = source_paths(with_services(args.sources, args.service),
+                                   default_file())
+        if note:
+            say(_PROG, note)
         notes: list[str] = []
         tasks, problems = load_tasks(paths, keep_going=args.keep_going,
                                      selection=Selection(args),
@@ -246,13 +266,13 @@ def main(argv: list[str]) -> int:
         say(_PROG, f"no tasks in {names}")
         return BAD_INPUT if problems else NOTHING
     if isinstance(scenario.tool_speedup, dict):
-        seen = {iv.name for task in tasks for iv in task.intervals
-                if iv.phase == "tool" and iv.name}
-        unknown = sorted(set(scenario.tool_speedup) - seen)
+        seen: dict[str, int] = {}
+        for iv in (iv for task in tasks for iv in task.intervals):
+            if iv.phase == "tool" and iv.name:
+                seen[iv.name] = seen.get(iv.name, 0) + iv.end - iv.start
+        unknown = sorted(set(scenario.tool_speedup) - set(seen))
         if unknown:
-            return fail(_PROG, f"--tool-speedup names {', '.join(map(repr, unknown))}, not a "
-                        f"tool of the tasks in {names}; tools seen: "
-                        f"{', '.join(sorted(seen)) or 'none'}")
+            return fail(_PROG, unknown_tools(unknown, seen, len(tasks), names))
     if described == "no change" and not args.json:
         # Nothing asked: each usual change alone, across the tasks, largest saving first.
         rows = [(label, [project(t.intervals, t.span.start_ns, t.span.end_ns, one)

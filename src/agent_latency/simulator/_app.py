@@ -8,7 +8,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from . import _cohere, _ollama
 from ._anthropic import MESSAGES
+from ._bedrock import ACTIONS as BEDROCK_ACTIONS
+from ._bedrock import runtime as bedrock_runtime
 from ._errors import error_response
 from ._gemini import VERSIONS as GEMINI_VERSIONS
 from ._gemini import generate_content
@@ -70,8 +73,7 @@ def build_app(state: ServerState) -> web.Application:
     """The simulator's routes on one aiohttp application."""
     app = web.Application(middlewares=[_shaped_errors], client_max_size=256 * 1024 * 1024)
     app.router.add_post("/v1/chat/completions", _bind(state, CHAT))
-    # Groq's SDK prefixes the OpenAI paths with /openai.
-    app.router.add_post("/openai/v1/chat/completions", _bind(state, CHAT))
+    app.router.add_post("/openai/v1/chat/completions", _bind(state, CHAT))  # Groq's path
     app.router.add_post("/v1/responses", _bind(state, RESPONSES))
     app.router.add_get("/v1/responses", _with_state(state, responses_websocket))
     app.router.add_post("/v1/messages", _bind(state, MESSAGES))
@@ -81,5 +83,11 @@ def build_app(state: ServerState) -> web.Application:
     for version in GEMINI_VERSIONS:  # {target} is MODEL:generateContent / :streamGenerateContent
         app.router.add_post(f"/{version}/models/{{target}}",
                             _with_state(state, generate_content))
+    app.router.add_post("/api/chat", _bind(state, _ollama.CHAT))
+    app.router.add_post("/api/generate", _bind(state, _ollama.GENERATE))
+    app.router.add_post("/v2/chat", _bind(state, _cohere.CHAT))
+    for action in BEDROCK_ACTIONS:
+        app.router.add_post(f"/model/{{model}}/{{action:{action}}}",
+                            _with_state(state, bedrock_runtime))
     app.router.add_get("/health", _health)
     return app

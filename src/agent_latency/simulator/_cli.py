@@ -8,6 +8,7 @@ import signal
 import sys
 from typing import Any
 
+from .._help import wrapped
 from ._config import SimulatorConfig
 from ._runner import start_server
 
@@ -17,43 +18,58 @@ PROG = "agent-latency simulate"
 def build_parser() -> argparse.ArgumentParser:
     """The simulator's argument parser."""
     p = argparse.ArgumentParser(
-        prog=PROG, description="OpenAI-, Anthropic- and Gemini-compatible LLM server with known "
-        "prefill time, sampling speed and network delay, logging the ground truth.",
+        prog=PROG, description=wrapped(
+            "OpenAI-, Anthropic- and Gemini-compatible LLM server with known prefill time, "
+            "sampling speed and network delay, logging the ground truth."),
         epilog="examples:\n"
                "  agent-latency simulate --output-tps 150 --prefill-tps 4000\n"
                "  agent-latency simulate --port 0 --rtt-ms 40 --truth truth.jsonl\n"
                "  agent-latency simulate --fault rate_limit:p=0.1 --server-timing",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--host", default="127.0.0.1", help="listen address (loopback only "
-                   "unless --allow-remote)")
-    p.add_argument("--port", type=int, default=8000, help="listen port; 0 picks a free one")
-    p.add_argument("--prefill-tps", type=float, default=5000.0, help="prefill tokens/s")
-    p.add_argument("--output-tps", type=float, default=200.0, help="output tokens/s per stream")
-    p.add_argument("--queue-ms", type=float, default=0.0, help="fixed queue time per request")
+    p.add_argument("--host", default="127.0.0.1", help="listen address, loopback only "
+                   "unless --allow-remote (default %(default)s)")
+    p.add_argument("--port", type=int, default=8000,
+                   help="listen port; 0 picks a free one (default %(default)s)")
+    p.add_argument("--prefill-tps", type=float, default=5000.0,
+                   help="prefill tokens/s (default %(default)g)")
+    p.add_argument("--output-tps", type=float, default=200.0,
+                   help="output tokens/s per stream (default %(default)g)")
+    p.add_argument("--queue-ms", type=float, default=0.0, help="fixed queue time per request, in "
+                   "milliseconds (default %(default)g)")
     p.add_argument("--jitter", type=float, default=0.0,
-                   help="relative spread of each inter-token gap, e.g. 0.1 = ±10%%")
+                   help="relative spread of each inter-token gap, e.g. 0.1 = ±10%% "
+                   "(default %(default)g)")
     p.add_argument("--tokens-per-chunk", type=int, default=1,
-                   help="output tokens per streamed chunk (default 1)")
+                   help="output tokens per streamed chunk (default %(default)s)")
     p.add_argument("--rtt-ms", type=float, default=0.0,
-                   help="network round trip added by a delaying proxy (half each way)")
+                   help="network round trip added by a delaying proxy, half each way, in "
+                   "milliseconds (default %(default)g)")
     p.add_argument("--no-connect-penalty", action="store_true",
                    help="with --rtt-ms: do not charge new connections the handshake's RTT")
     p.add_argument("--kernel-delay", action="store_true",
                    help="with --rtt-ms: delay packets in the kernel (NFQUEUE; root only)")
-    p.add_argument("--max-batch", type=int, default=64, help="concurrent decode streams")
+    p.add_argument("--max-batch", type=int, default=64,
+                   help="concurrent decode streams (default %(default)s)")
     p.add_argument("--output-tokens", type=int, default=64,
-                   help="filler tokens per answer when no script turn says otherwise")
-    p.add_argument("--model", default="sim-model", help="model name listed by /v1/models")
-    p.add_argument("--script", help="JSON script of turns per model (docs/simulator.md)")
-    p.add_argument("--truth", help="append one JSON line of ground truth per request")
+                   help="filler tokens per answer when no script turn says otherwise "
+                   "(default %(default)s)")
+    p.add_argument("--model", default="sim-model",
+                   help="model name listed by /v1/models (default %(default)s)")
+    p.add_argument("--script", help="JSON script of turns per model (docs/simulator.md; default: "
+                   "none, every answer is filler)")
+    p.add_argument("--truth", help="append one JSON line of ground truth per request to this file "
+                   "(default: none)")
     p.add_argument("--server-timing", action="store_true",
                    help="disclose TGI-style timing headers and vLLM-style body metrics")
     p.add_argument("--fault", action="append", default=[], metavar="KIND[:k=v,...]",
                    help="inject a fault: rate_limit|server_error|overloaded|cut|"
-                   "slow_headers|malformed, options p=, first=, retry_after=, delay_ms=, after=")
-    p.add_argument("--seed", type=int, default=0, help="seed for jitter and fault draws")
+                   "slow_headers|malformed, options p=, first=, retry_after=, delay_ms=, after= "
+                   "(repeatable; default: none)")
+    p.add_argument("--seed", type=int, default=0, help="seed for jitter and fault draws "
+                   "(default %(default)s)")
     p.add_argument("--spin-us", type=float, default=1200.0,
-                   help="spin this long before each deadline for sub-ms precision")
+                   help="spin this many microseconds before each deadline for sub-ms "
+                   "precision (default %(default)g)")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow listening on a non-loopback address")
     return p

@@ -83,20 +83,29 @@ class ApiSpec:
 
     ``whole_tool_calls``: a tool call goes out as one chunk when its last token is due
     (Gemini) instead of as argument deltas. ``fault_statuses``: the HTTP status each status
-    fault kind gets on this API.
+    fault kind gets on this API.  ``frame`` turns a stream's events into bytes (server-sent
+    events unless the API frames otherwise: NDJSON, the AWS event stream), sent as
+    ``stream_type``; ``body_headers(record)`` adds an API's own headers to a whole body.
     """
 
-    __slots__ = ("encoder", "fault_statuses", "name", "parse", "whole_tool_calls")
+    __slots__ = ("body_headers", "encoder", "fault_statuses", "frame", "name", "parse",
+                 "stream_type", "whole_tool_calls")
 
     def __init__(self, name: str, parse: Callable[[dict[str, Any], ServerState], RequestInfo],
                  encoder: Callable[[Generation, RequestInfo], Encoder], *,
                  whole_tool_calls: bool = False,
-                 fault_statuses: dict[str, int] | None = None) -> None:
+                 fault_statuses: dict[str, int] | None = None,
+                 frame: Callable[[list[dict[str, Any]], bool], bytes] | None = None,
+                 stream_type: str = "text/event-stream; charset=utf-8",
+                 body_headers: Callable[[TruthRecord], dict[str, str]] | None = None) -> None:
         self.name = name
         self.parse = parse
         self.encoder = encoder
         self.whole_tool_calls = whole_tool_calls
         self.fault_statuses = fault_statuses or STATUS
+        self.frame = frame or sse
+        self.stream_type = stream_type
+        self.body_headers = body_headers
 
 
 def sse(events: list[dict[str, Any]], named: bool) -> bytes:
@@ -110,7 +119,10 @@ _BROKEN = b'data: {"id": "broken", "choices": [{"delta": \n\n'
 MALFORMED_SSE = {"chat.completions": _BROKEN,
                  "messages": b"event: content_block_delta\n" + _BROKEN,
                  "responses": b"event: response.output_text.delta\n" + _BROKEN,
-                 "gemini": _BROKEN}
+                 "gemini": _BROKEN,
+                 "ollama.chat": b'{"model": "broken", "message": {"content": \n',
+                 "ollama.generate": b'{"model": "broken", "response": \n',
+                 "cohere.chat": b"event: content-delta\n" + _BROKEN}
 _FAULT_MESSAGES = {"rate_limit": "Rate limit reached (simulated).",
                    "server_error": "Internal error (simulated).", "overloaded": "Overloaded"}
 
@@ -189,6 +201,8 @@ async def serve(request: web.Request, state: ServerState, spec: ApiSpec) -> web.
             text = json.dumps(payload)
         if state.config.server_timing:
             headers.update(timing_headers(rec))
+        if spec.body_headers is not None:
+            headers.update(spec.body_headers(rec))
         resp = web.Response(text=text, content_type="application/json", headers=headers)
         await resp.prepare(request)
         await resp.write_eof()
@@ -209,23 +223,25 @@ async def serve(request: web.Request, state: ServerState, spec: ApiSpec) -> web.
 
 async def _stream(request: web.Request, gen: Generation, encoder: Encoder,
                   headers: dict[str, str], spec: ApiSpec) -> web.StreamResponse:
-    headers = {**headers, "Content-Type": "text/event-stream; charset=utf-8",
-               "Cache-Control": "no-cache"}
+    headers = {**headers, "Content-Type": spec.stream_type, "Cache-Control": "no-cache"}
     resp = web.StreamResponse(headers=headers)
     await resp.prepare(request)
     named = encoder.sse_names
-    await resp.write(sse(encoder.head(), named))
+    frame = spec.frame
+    opening = frame(encoder.head(), named)
+    if opening:
+        await resp.write(opening)
     await gen.admit()
 
     async def write(index: int, seg: Segment, text: str, first: bool) -> None:
-        await resp.write(sse(encoder.piece(index, seg, text, first), named))
+        await resp.write(frame(encoder.piece(index, seg, text, first), named))
 
     async def malformed() -> None:
-        await resp.write(MALFORMED_SSE[spec.name])
+        await resp.write(MALFORMED_SSE.get(spec.name, _BROKEN))
 
     try:
         await gen.stream(write, malformed, whole_tool_calls=spec.whole_tool_calls)
-        await resp.write(sse(encoder.tail(), named) + encoder.done_marker)
+        await resp.write(frame(encoder.tail(), named) + encoder.done_marker)
         await resp.write_eof()
     except StreamCut:
         if request.transport is not None:

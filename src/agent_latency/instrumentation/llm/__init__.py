@@ -14,16 +14,12 @@ from typing import Any, ClassVar
 from .._base import Instrumentor, Patch, patch, unpatch
 from .._shared import SharedPatch
 from ..net import aiohttp_patch, httpx_send_patch, sockets_patch
-from ._call import Endpoint, LLMCall, Settings, StreamState
+from ..protocols import Endpoint, StreamState, int_or_none
+from ._call import LLMCall, Settings
 from ._info import Info
 
 #: ``(module, "Class.method" or "function", wrapper)``.
 Target = Patch
-
-
-def int_or_none(value: Any) -> int | None:
-    """``value`` when it is an int (not a bool), else None: usage fields of any shape."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class LLMInstrumentor(Instrumentor):

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from time import perf_counter
-from typing import Any, Protocol
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
@@ -20,6 +19,7 @@ from ..._scope import current_task_id
 from ..._scope import tracer as global_tracer
 from ..._version import __version__
 from ..net import Arrival, Attempt, NetPhases
+from ..protocols import Endpoint, provider_of_host
 from . import _wire
 from ._info import Info
 from ._instruments import Instruments, global_instruments
@@ -28,46 +28,6 @@ from ._record import record
 
 # How the call ends; ``deferred`` means a stream or an unread response was handed out.
 _OPEN, _DEFERRED, _DONE = 0, 1, 2
-
-
-class StreamState(Protocol):
-    """What an endpoint's per-chunk hook sees of a stream (``_stream._Chunks``).
-
-    ``content`` is a list to append output text to when capture is on (else None);
-    ``meta_chunk`` (finish reasons, the final event) and ``usage_chunk`` are for the hook to
-    keep a reference to — attribute access only, no copies.
-    """
-
-    content: list[str] | None
-    meta_chunk: Any
-    usage_chunk: Any
-
-
-#: ``observe(state, chunk) -> bool``: runs per streamed chunk; True when the chunk carries
-#: output (content, reasoning, a tool call or its arguments).
-Observe = Callable[[StreamState, Any], bool]
-#: ``from_response(call, obj)``: fill ``call.info`` from a whole response.
-FromResponse = Callable[["LLMCall", Any], None]
-#: ``from_stream(call)``: fill ``call.info`` from the chunks the stream kept.
-FromStream = Callable[["LLMCall"], None]
-#: ``input_messages(request)``: the request's messages in the GenAI conventions' shape.
-InputMessages = Callable[[Mapping[str, Any]], list[dict[str, Any]]]
-#: ``server_timing(call, headers)``: timings the server disclosed in response headers.
-ServerTiming = Callable[["LLMCall", Mapping[str, str]], None]
-
-
-@dataclass(slots=True)
-class Endpoint:
-    """What a provider module tells the core about one endpoint: its names and readers."""
-
-    provider: str
-    operation: str
-    observe: Observe | None = None
-    from_response: FromResponse | None = None
-    from_stream: FromStream | None = None
-    input_messages: InputMessages | None = None
-    server_timing: ServerTiming | None = None
-    streams: bool = True
 
 
 class Settings:
@@ -143,7 +103,8 @@ class LLMCall:
             self.start_ns -= round((now - t_call) * 1e9)
         self.endpoint = endpoint
         self.settings = settings
-        self.provider = provider or endpoint.provider
+        # Named for the host where it is a known provider's (the openai SDK sent to Groq).
+        self.provider = provider or provider_of_host(*server) or endpoint.provider
         self.model = model
         self.kwargs = kwargs
         self.streaming = streaming
@@ -333,6 +294,10 @@ class LLMCall:
             if self.task == -1 and stream is not None:
                 self._note_late(stream)
             return
+        if stream is None and self.stream is not None:
+            # Ended from outside the stream (its task's end, the SDK object's finalizer): the
+            # marks are still on the stream's own state, not copied onto the call yet.
+            stream = self.stream()
         last = stream.t_chunk if stream is not None else self.t_chunk
         marks = [t for t in (last, self.t_return) if t is not None]
         self.finish(max(marks) if marks else None, None, None, stream)

@@ -10,7 +10,8 @@ class Info:
 
     __slots__ = ("cache_creation", "cache_read", "finish_reasons", "input_tokens",
                  "output_tokens", "reasoning_tokens", "response_id", "response_model",
-                 "server_generation", "server_prefill", "server_queue", "output_text")
+                 "server_generation", "server_load", "server_prefill", "server_queue",
+                 "server_total", "output_text")
 
     def __init__(self) -> None:
         self.response_model: str | None = None
@@ -24,4 +25,7 @@ class Info:
         self.server_prefill: float | None = None
         self.server_generation: float | None = None
         self.server_queue: float | None = None
+        # (server-reported, seconds) loading the model; the server's whole time
+        self.server_load: float | None = None
+        self.server_total: float | None = None
         self.output_text: Any = None

@@ -25,7 +25,8 @@ from ... import _hooks
 from ..._log import FAULTS, fault, internal_error
 from ..._pauses import PAUSES
 from ..net import CURRENT
-from ._call import Endpoint, LLMCall, Settings
+from ..protocols import Endpoint
+from ._call import LLMCall, Settings
 from ._stream import wrap_stream
 
 #: ``request_of(instance, args, kwargs) -> (request, streaming)``: the request's parameters

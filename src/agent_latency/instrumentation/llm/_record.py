@@ -70,6 +70,7 @@ class FinishedCall(Protocol):
     net: NetPhases
     chunks: int
     outputs: int
+    streaming: bool
     start_ns: int
     t_call: float
     t_first: float | None
@@ -103,6 +104,11 @@ def compute_phases(call: FinishedCall, t_end: float) -> tuple[CallPhases, float,
             # parsing it (0.4 s for a Responses ``response.completed``).  Unknown (no
             # socket, not Linux, not closed yet): the whole tail stays network.
             t_received = final.t_received
+        elif call.streaming and final.t_body_done is None:
+            # A stream left before its first output token (``break`` on a role-only chunk):
+            # the server was still working on that token when the program stopped reading,
+            # so its time runs to the end (prefill), not to the response's head.
+            t_received = None
         else:
             # A body read to its end (inside ``send`` when not streamed).
             t_received = final.t_body_done or final.t_return
@@ -176,7 +182,11 @@ def record(call: FinishedCall, t_end: float, error: BaseException | None, respon
         return
     phases, _rtt, rtt_source, reused = compute_phases(call, t_end)
     measured_stream = call.t_first is not None
-    if not measured_stream and endpoint.operation == semconv.OPERATION_CHAT and error is None:
+    # A stream that ended before its first output token is measured too: its server time
+    # was all spent before that token (prefill); only a response that never streamed is
+    # one block to split.
+    if (not measured_stream and not call.streaming
+            and endpoint.operation == semconv.OPERATION_CHAT and error is None):
         _split(call, phases)
     elif measured_stream and error is None:
         # Without a usage chunk (OpenAI streams without ``include_usage``) the output chunks
@@ -231,6 +241,7 @@ def record(call: FinishedCall, t_end: float, error: BaseException | None, respon
             _attempt_events(call)
     if info.server_queue is not None:
         attrs[semconv.LLM_QUEUE] = info.server_queue
+    _server_attributes(info, attrs)
     _info_attributes(info, attrs)
     out_tokens = info.output_tokens
     # Speeds only from a split that was measured or reported: one from an estimate would
@@ -324,6 +335,22 @@ def _attempt_events(call: FinishedCall) -> None:
         offset = attempt.t_start - call.t_call
         call.span.add_event(semconv.LLM_ATTEMPT_EVENT, event,
                             timestamp=call.start_ns + round(offset * 1e9))
+
+
+def _server_attributes(info: Any, attrs: dict[str, Any]) -> None:
+    """The server's own timings, beside the measured phases and labelled as reported."""
+    reported = False
+    for value, attr in ((info.server_prefill, semconv.LLM_SERVER_PREFILL),
+                        (info.server_generation, semconv.LLM_SERVER_OUTPUT_GENERATION),
+                        (info.server_load, semconv.LLM_SERVER_LOAD),
+                        (info.server_total, semconv.LLM_SERVER_TOTAL),
+                        (info.server_queue, None)):
+        if value is not None:
+            reported = True
+            if attr is not None:
+                attrs[attr] = value
+    if reported:
+        attrs[semconv.LLM_SERVER_TIMING_SOURCE] = semconv.SOURCE_SERVER_REPORTED
 
 
 def _info_attributes(info: Any, attrs: dict[str, Any]) -> None:

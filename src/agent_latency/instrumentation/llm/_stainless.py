@@ -21,7 +21,8 @@ from wrapt import ObjectProxy
 
 from ..._log import FAULTS, fault, internal_error
 from ..net import CURRENT
-from ._call import Endpoint, LLMCall, Settings
+from ..protocols import Endpoint
+from ._call import LLMCall, Settings
 from ._invoke import Hooks, Inside, call_wrapper, invoke, start_call
 from ._stream import _guard, is_async_stream, is_sync_stream, wrap_stream
 

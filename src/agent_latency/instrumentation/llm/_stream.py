@@ -21,8 +21,9 @@ from wrapt import ObjectProxy
 
 from ..._log import FAULTS, fault, internal_error
 from ..net import CURRENT
+from ..protocols._endpoint import Observe
 from . import _wire
-from ._call import LLMCall, Observe, abandon_call
+from ._call import LLMCall, abandon_call
 
 
 def _guard(obj: Any, call: LLMCall) -> Any:

@@ -50,7 +50,8 @@ from ..net import (
     date_messages,
     websocket_socket,
 )
-from ._call import Endpoint, LLMCall, Settings
+from ..protocols import Endpoint
+from ._call import LLMCall, Settings
 from ._invoke import start_call
 
 _STATE = "_agent_latency_ws"

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import semconv
+from ..protocols.openai import server_headers
 from . import Endpoint, LLMCall, LLMInstrumentor, Settings, StreamState, Target, int_or_none
 from ._stainless import async_post_wrapper, manager_wrapper, method_wrapper, post_wrapper
-from .openai import tgi_headers
 
 _instruments = ("anthropic >= 0.30, < 3",)
 
@@ -96,7 +96,7 @@ def _messages_in(kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 MESSAGES = Endpoint(semconv.PROVIDER_ANTHROPIC, semconv.OPERATION_CHAT, observe=_observe,
                     from_response=_response, from_stream=_stream, input_messages=_messages_in,
-                    server_timing=tgi_headers)
+                    server_timing=server_headers)
 
 
 #: The low-level layer's paths: ``client.post("/v1/messages", …)``.

@@ -12,6 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import semconv
+from ..protocols.openai import (
+    RESPONSES_CALL_ITEMS,
+    RESPONSES_OUTPUT,
+    server_body_timing,
+    server_headers,
+)
 from . import (
     Endpoint,
     Info,
@@ -23,7 +29,6 @@ from . import (
     _websocket,
     int_or_none,
 )
-from ._output_events import RESPONSES_CALL_ITEMS, RESPONSES_OUTPUT
 from ._stainless import async_post_wrapper, method_wrapper, post_wrapper
 
 _instruments = ("openai >= 1.0, < 4",)
@@ -33,37 +38,6 @@ _instruments = ("openai >= 1.0, < 4",)
 def _extra(obj: Any) -> dict[str, Any]:
     extra = getattr(obj, "model_extra", None)
     return extra if isinstance(extra, dict) else {}
-
-
-def _seconds(value: Any, scale: float = 1.0) -> float | None:
-    return float(value) * scale if isinstance(value, (int, float)) and value >= 0 else None
-
-
-def _server_body_timing(info: Info, obj: Any, usage: Any) -> None:
-    """vLLM ``metrics``, Groq ``usage.*_time``, Cerebras ``time_info`` (non-streaming)."""
-    metrics = _extra(obj).get("metrics")
-    if isinstance(metrics, dict) and "generation_time_ms" in metrics:
-        info.server_generation = _seconds(metrics.get("generation_time_ms"), 1e-3)
-        info.server_prefill = _seconds(metrics.get("time_to_first_token_ms"), 1e-3)
-        info.server_queue = _seconds(metrics.get("queue_time_ms"), 1e-3)
-        return
-    for source in (_extra(usage), _extra(obj).get("time_info")):
-        if isinstance(source, dict) and "completion_time" in source:
-            info.server_generation = _seconds(source.get("completion_time"))
-            info.server_prefill = _seconds(source.get("prompt_time"))
-            info.server_queue = _seconds(source.get("queue_time"))
-            return
-
-
-def tgi_headers(call: LLMCall, headers: Mapping[str, str]) -> None:
-    """TGI ``x-queue-time`` (ms): the server's queueing, reported beside prefill."""
-    if call.info.server_queue is None:
-        queue = headers.get("x-queue-time")
-        if queue:
-            try:
-                call.info.server_queue = float(queue) / 1e3
-            except ValueError:
-                pass
 
 
 def messages_in(kwargs: Mapping[str, Any], key: str = "messages") -> list[dict[str, Any]]:
@@ -118,7 +92,7 @@ def chat_response(call: LLMCall, obj: Any) -> None:
     info.finish_reasons = [c.finish_reason for c in choices if c.finish_reason]
     usage = getattr(obj, "usage", None)
     _chat_usage(info, usage)
-    _server_body_timing(info, obj, usage)
+    server_body_timing(info, obj, usage)
     if call.capture and choices:
         info.output_text = getattr(choices[0].message, "content", None)
 
@@ -134,11 +108,13 @@ def chat_stream(call: LLMCall) -> None:
         info.finish_reasons = [c.finish_reason for c in meta.choices if c.finish_reason]
     usage = getattr(call.usage_chunk, "usage", None) or getattr(meta, "usage", None)
     _chat_usage(info, usage)
+    # (beside the measured phases: Groq's usage timings ride on the last chunk)
+    server_body_timing(info, call.usage_chunk or meta, usage)
 
 
 CHAT = Endpoint(semconv.PROVIDER_OPENAI, semconv.OPERATION_CHAT, observe=_chat_observe,
                 from_response=chat_response, from_stream=chat_stream,
-                input_messages=messages_in, server_timing=tgi_headers)
+                input_messages=messages_in, server_timing=server_headers)
 
 
 # -- Responses ---------------------------------------------------------------------------------
@@ -177,7 +153,7 @@ def _responses_response(call: LLMCall, obj: Any) -> None:
         details = getattr(usage, "output_tokens_details", None)
         if details is not None:
             info.reasoning_tokens = int_or_none(getattr(details, "reasoning_tokens", None))
-    _server_body_timing(info, obj, usage)
+    server_body_timing(info, obj, usage)
     if call.capture:
         try:
             info.output_text = obj.output_text
@@ -209,7 +185,7 @@ def _responses_in(kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
 RESPONSES = Endpoint(semconv.PROVIDER_OPENAI, semconv.OPERATION_CHAT,
                      observe=_responses_observe, from_response=_responses_response,
                      from_stream=_responses_stream, input_messages=_responses_in,
-                     server_timing=tgi_headers)
+                     server_timing=server_headers)
 
 
 # -- embeddings (duration and network; the server block counts as prefill) ---------------------

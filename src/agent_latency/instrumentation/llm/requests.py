@@ -28,47 +28,27 @@ from opentelemetry import propagate
 
 from ..._log import internal_error
 from ..net import CURRENT, sockets_patch, urllib3_targets
+from ..protocols import view
 from . import LLMInstrumentor, Settings, Target, _wire
 from ._call import LLMCall, abandon_call
 from ._invoke import Inside, start_call
+from ._routes import endpoint_of
 from .openai import CHAT, EMBEDDINGS
 
 _instruments = ("requests >= 2.0",)
 
-_PATHS = {"/chat/completions": CHAT, "/embeddings": EMBEDDINGS}
-
-
-class _Fields:
-    """A JSON object read like an SDK model: ``obj.field`` (None when absent)."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self._data = data
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "model_extra":
-            return None
-        return _fields(self._data.get(name))
-
-
-def _fields(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return _Fields(value)
-    if isinstance(value, list):
-        return [_fields(v) for v in value]
-    return value
 
 
 def _endpoint_of(request: Any) -> Any:
+    """The endpoint of an OpenAI-compatible chat completions or embeddings request (the
+    ones this layer reads: a stream of ``data:`` lines), or None."""
     if getattr(request, "method", None) != "POST":
         return None
-    url = str(getattr(request, "url", "") or "")
-    path = url.partition("?")[0].rstrip("/")
-    for suffix, endpoint in _PATHS.items():
-        if path.endswith(suffix):
-            return endpoint
-    return None
+    path = str(getattr(request, "url", "") or "").partition("?")[0].rstrip("/")
+    found = endpoint_of(urlsplit(path).path if "://" in path else path)
+    if found is None or found[0] not in (CHAT, EMBEDDINGS):
+        return None
+    return found[0]
 
 
 def _body_of(request: Any) -> Mapping[str, Any] | None:
@@ -144,7 +124,7 @@ def _handle(call: LLMCall, response: Any, body_unread: bool) -> None:
             data = response.json()
         except ValueError:
             data = None
-    call.finish(None, None, _fields(data) if isinstance(data, Mapping) else None)
+    call.finish(None, None, view(data) if isinstance(data, Mapping) else None)
 
 
 def _watch_stream(call: LLMCall, response: Any) -> None:
@@ -198,7 +178,7 @@ def _line(call: LLMCall, line: bytes, t: float, observe: Any) -> None:
     if not payload or payload == b"[DONE]":
         return
     try:
-        chunk = _fields(json.loads(payload))
+        chunk = view(json.loads(payload))
     except ValueError:
         return
     n = call.chunks

@@ -4,20 +4,28 @@ library's sockets such as the one dspy bundles, or any library no other layer of
 to a model endpoint is one call, with the phases of every other call.
 
 The network layer (:mod:`..net._exchanges`) shows each ``POST`` written while no call of
-ours is current to :func:`recognise`; a path it knows becomes a call:
+ours is current to :func:`recognise`; a path one of the protocols knows
+(:mod:`..protocols`: OpenAI-compatible, Anthropic, Gemini, Ollama, Cohere v2, Bedrock
+runtime) becomes a call:
 
-- OpenAI-compatible ``…/chat/completions``, ``…/completions``, ``…/embeddings``,
-  ``…/responses``; Anthropic ``…/v1/messages``; Gemini ``…:generateContent`` and
-  ``…:streamGenerateContent``.
 - ``traceparent`` is written right after the request line (unless the request has one).
-- The request's JSON body gives the model (Gemini: the path), ``stream`` and the request
-  parameters; the span is renamed once it is read (a client may write the body after the
-  head).
-- The response: a ``text/event-stream`` body is read event by event as the bytes come off
-  the socket — which events carry output is read from the bytes
-  (:mod:`._output_events`), so the first and last output tokens are dated when the read
-  returned them; the first event and the last few are parsed once, at the end, for model,
-  usage and finish reasons.  A JSON body is parsed once, when its last byte is read.
+- The provider is the host's where it is a known provider's, else the client library's
+  (its ``User-Agent``), else the protocol's.
+- The request's JSON body gives the model (Gemini, Bedrock: the path), ``stream`` and the
+  request parameters; the span is renamed once it is read (a client may write the body after
+  the head).
+- The response: a streamed body (server-sent events, NDJSON, the AWS event stream, by its
+  ``Content-Type``) is cut into events as the bytes come off the socket — which events carry
+  output is the protocol's rule, read from the bytes, so the first and last output tokens
+  are dated when the read returned them; the first event and the last few are parsed once,
+  at the end, for model, usage, finish reasons and server timings.  A JSON body is parsed
+  once, when its last byte is read.  A body that breaks its framing or is not JSON ends the
+  call with ``error.type`` ``MalformedResponse``; the program's own read is untouched.
+- Never silent: a ``POST`` to a path no protocol knows whose JSON body looks like a model
+  request (``protocols._generic``) becomes a generic call (provider unknown, the first
+  response byte as its first token, ``agent_latency.llm.protocol`` ``generic``), with one
+  notice per host and path per process; ``AGENT_LATENCY_GENERIC_CALLS=off`` turns both off.
+  Its body is read before it is taken, so no ``traceparent`` is written into it.
 
 A call starts where its request's new connection started (DNS, connect and TLS from the
 socket layer) or at its first byte on a pooled connection, and ends with the response's last
@@ -30,28 +38,32 @@ import json
 import re
 from collections import deque
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 from opentelemetry import propagate
 
 from ... import semconv
-from ..._log import internal_error
+from ..._env import env_flag
+from ..._log import internal_error, warn_once
 from ..net import Attempt, Request, exchanges_patch, follow, recognise_with
-from . import (
+from ..protocols import (
+    GENERIC,
+    PROMPT_FIELDS,
     Endpoint,
-    Info,
-    LLMCall,
-    LLMInstrumentor,
-    Settings,
-    Target,
-    _wire,
-    google_genai,
-    int_or_none,
+    Json,
+    MalformedResponse,
+    WireProtocol,
+    event_json,
+    framer_for,
+    framing_of,
+    looks_like_model_request,
+    match,
+    provider_of,
 )
-from ._output_events import is_output_event
-from .anthropic import MESSAGES
-from .openai import CHAT, EMBEDDINGS, RESPONSES
+from ..protocols._framing import Framer
+from ..protocols.openai import COMPLETIONS
+from . import LLMCall, LLMInstrumentor, Settings, Target, _wire
+from ._routes import endpoint, endpoint_of
 from .requests import HTTPStatusError
 
 # The last events of a stream kept (unparsed) for its model, usage and finish reasons.
@@ -65,122 +77,11 @@ _RESPONSE_CAP = 2 * 1024 * 1024
 _FIELD = re.compile(rb'"(model|stream|max_tokens|max_completion_tokens|max_output_tokens|'
                     rb'maxOutputTokens|temperature)"\s*:\s*("(?:[^"\\]|\\.)*"|true|false|'
                     rb'-?[0-9.eE+-]+)')
-# An SSE event longer than this is not waited for whole.
-_EVENT_CAP = 1 << 20
 
 
-# -- the legacy completions endpoint --------------------------------------------------------
-def _completions_observe(state: Any, chunk: Any) -> bool:
-    choices = chunk.choices
-    if choices:
-        choice = choices[0]
-        if choice.finish_reason is not None:
-            state.meta_chunk = chunk
-        if chunk.usage is not None:
-            state.usage_chunk = chunk
-        return bool(choice.text)
-    state.usage_chunk = chunk
-    return False
-
-
-def _completions_usage(info: Info, usage: Any) -> None:
-    if usage is not None:
-        info.input_tokens = int_or_none(getattr(usage, "prompt_tokens", None))
-        info.output_tokens = int_or_none(getattr(usage, "completion_tokens", None))
-
-
-def _completions_response(call: LLMCall, obj: Any) -> None:
-    info = call.info
-    info.response_model = getattr(obj, "model", None)
-    info.response_id = getattr(obj, "id", None)
-    info.finish_reasons = [c.finish_reason for c in getattr(obj, "choices", None) or ()
-                           if c.finish_reason]
-    _completions_usage(info, getattr(obj, "usage", None))
-
-
-def _completions_stream(call: LLMCall) -> None:
-    info = call.info
-    for chunk in (call.usage_chunk, call.meta_chunk, call.first_chunk):
-        if chunk is not None:
-            info.response_model = info.response_model or getattr(chunk, "model", None)
-            info.response_id = info.response_id or getattr(chunk, "id", None)
-    if call.meta_chunk is not None:
-        info.finish_reasons = [c.finish_reason for c in call.meta_chunk.choices
-                               if c.finish_reason]
-    _completions_usage(info, getattr(call.usage_chunk, "usage", None))
-
-
-COMPLETIONS = Endpoint(semconv.PROVIDER_OPENAI, semconv.OPERATION_TEXT_COMPLETION,
-                       observe=_completions_observe, from_response=_completions_response,
-                       from_stream=_completions_stream)
-
-
-# -- which requests are calls -------------------------------------------------------------------
-_SUFFIXES = (("/chat/completions", CHAT), ("/completions", COMPLETIONS),
-             ("/embeddings", EMBEDDINGS), ("/responses", RESPONSES),
-             ("/v1/messages", MESSAGES))
-
-
-def endpoint_of(path: str) -> tuple[Endpoint, str, bool] | None:
-    """``(endpoint, model named by the path or "", streams by the path)`` for a request
-    path, or None when it is not a model request."""
-    path = path.rstrip("/")
-    if ":" in path:
-        base, _, method = path.rpartition(":")
-        if method in ("generateContent", "streamGenerateContent"):
-            model = base.rpartition("/models/")[2] if "/models/" in base else ""
-            return google_genai.CHAT, model, method == "streamGenerateContent"
-        return None
-    for suffix, endpoint in _SUFFIXES:
-        if path.endswith(suffix):
-            return endpoint, "", False
-    return None
-
-
-# -- JSON read like an SDK's models --------------------------------------------------------------
-@lru_cache(maxsize=256)
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-class _Json:
-    """A JSON object read like an SDK model: ``obj.field`` (None when absent; a Gemini
-    field's ``camelCase`` spelling for its ``snake_case`` name); ``model_extra`` is the
-    object itself (fields an SDK model would not declare)."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self._data = data
-
-    def __getattr__(self, name: str) -> Any:
-        data = self._data
-        if name == "model_extra":
-            return data
-        value = data.get(name)
-        if value is None and "_" in name:
-            value = data.get(_camel(name))
-        return _json(value)
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return _Json(value)
-    if isinstance(value, list):
-        return [_json(v) for v in value]
-    return value
-
-
-def _event_json(event: bytes) -> Any:
-    """The JSON object an SSE event's ``data:`` lines carry, or None."""
-    payload = b"\n".join(line[5:].strip() for line in event.split(b"\n")
-                         if line.startswith(b"data:"))
-    try:
-        data = json.loads(payload)
-    except ValueError:
-        return None
-    return _Json(data) if isinstance(data, Mapping) else None
+#: The protocol of a generic call: every response byte is output.
+GENERIC_PROTOCOL = WireProtocol(semconv.PROTOCOL_GENERIC, lambda path: None,
+                                lambda event: False, semconv.PROVIDER_UNKNOWN, "")
 
 
 class _Head:
@@ -203,19 +104,22 @@ _REQUEST_ATTRIBUTES = (("max_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
 class WireCall:
     """One model request seen on the wire: the network layer's observer of its exchange."""
 
-    __slots__ = ("body", "call", "first", "inject", "marks", "pending", "sse", "status", "tail")
+    __slots__ = ("body", "call", "first", "framer", "generic", "inject", "is_output", "marks",
+                 "status", "tail")
 
-    def __init__(self, call: LLMCall, inject: bool) -> None:
+    def __init__(self, call: LLMCall, protocol: WireProtocol, inject: bool) -> None:
         self.call = call
         # A stream's arrival times (``_wire``), from when it is known to stream.
         self.marks: _wire.StreamMarks | None = None
         self.inject = inject and call.propagate
+        self.is_output = protocol.is_output
+        self.generic = protocol is GENERIC_PROTOCOL
         self.status = 0
-        self.sse = False
+        self.framer: Framer | None = None
         self.body: list[bytes] | None = []
-        self.pending = b""
         self.first: bytes | None = None
         self.tail: deque[bytes] = deque(maxlen=_TAIL)
+        call.span.set_attribute(semconv.LLM_PROTOCOL, protocol.name)
 
     # -- the request -----------------------------------------------------------------------
     def add_attempt(self, attempt: Attempt) -> None:
@@ -224,7 +128,7 @@ class WireCall:
         if call.wants_arrivals and attempt.following is None:
             # Its reads dated from the kernel's receive stamps (the network layer's tap on
             # the exchange), as an SDK's are: a body's last byte, a stream's tokens.
-            attempt.following = follow(attempt, call.classify_event)
+            attempt.following = follow(attempt, self.is_output)
         if call.streaming:
             self._stream_window()
 
@@ -262,10 +166,11 @@ class WireCall:
     def response_head(self, status: int, headers: dict[str, str], t: float) -> None:
         call = self.call
         self.status = status
-        self.sse = headers.get("content-type", "").startswith("text/event-stream")
+        framing = framing_of(headers.get("content-type", ""))
+        self.framer = framer_for(framing) if status < 400 else None
         if call.attempts:
             call.attempts[-1].response = _Head(headers)
-        if self.sse and not call.streaming:
+        if self.framer is not None and not call.streaming:
             call.streaming = True
             call.span.set_attributes({semconv.GEN_AI_REQUEST_STREAM: True,
                                       semconv.LLM_STREAMING: True})
@@ -274,7 +179,14 @@ class WireCall:
         call.defer()
 
     def response_data(self, data: bytes, t: float) -> None:
-        if not self.sse:
+        if self.generic:
+            call = self.call
+            if call.t_first is None:
+                call.t_first = t
+                call.outputs = 1
+            call.t_last = t
+        framer = self.framer
+        if framer is None:
             body = self.body
             if body is not None:
                 body.append(data)
@@ -283,19 +195,8 @@ class WireCall:
                     joined = b"".join(body)
                     self.body = [joined] if len(joined) <= _RESPONSE_CAP else None
             return
-        buf = self.pending + data if self.pending else data
-        if b"\r" in buf:
-            buf = buf.replace(b"\r\n", b"\n")
-        start = 0
-        find = buf.find
-        while True:
-            end = find(b"\n\n", start)
-            if end < 0:
-                break
-            self._event(buf[start:end], t)
-            start = end + 2
-        rest = buf[start:]
-        self.pending = rest if len(rest) <= _EVENT_CAP else b""
+        for event in framer.feed(data):
+            self._event(event, t)
         if self.marks is not None:
             self.marks.handed_over()
 
@@ -311,7 +212,7 @@ class WireCall:
             self.first = event
         else:
             self.tail.append(event)
-        if is_output_event(event):
+        if not self.generic and self.is_output(event):
             if call.t_first is None:
                 call.t_first = t
             call.t_last = t
@@ -322,12 +223,18 @@ class WireCall:
         if error is None and self.status >= 400:
             error = HTTPStatusError(f"HTTP {self.status}")
         response = None
+        framer = self.framer
         try:
-            if self.sse:
+            if framer is not None:
+                framer.close()
+                if error is None:
+                    error = framer.error
                 _read_events(call, self.first, self.tail)
             elif error is None and self.body is not None:
-                data = json.loads(b"".join(self.body) or b"null")
-                response = _Json(data) if isinstance(data, Mapping) else None
+                data = _body_json(b"".join(self.body))
+                response = Json(data) if isinstance(data, Mapping) else None
+        except MalformedResponse as exc:
+            error = exc
         except Exception:  # noqa: BLE001 - a body we cannot read still ends the call
             response = None
         self.body = None
@@ -337,6 +244,16 @@ class WireCall:
         if marks is not None:
             marks.end()
         call.finish(t, error, response)
+
+
+def _body_json(body: bytes) -> Any:
+    """A whole response body's JSON (an empty body: None)."""
+    if not body.strip():
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise MalformedResponse(f"the response body ({len(body)} bytes) is not JSON") from None
 
 
 def _read_request(call: LLMCall, data: Mapping[str, Any]) -> None:
@@ -366,9 +283,9 @@ def _edge_fields(body: bytes) -> dict[str, Any]:
     them: before or after the messages), without parsing it all."""
     fields: dict[str, Any] = {}
     for edge in (body[-_EDGE:], body[:_EDGE]):  # the head's win
-        for match in _FIELD.finditer(edge):
+        for field in _FIELD.finditer(edge):
             try:
-                fields[match.group(1).decode()] = json.loads(match.group(2))
+                fields[field.group(1).decode()] = json.loads(field.group(2))
             except ValueError:
                 continue
     return fields
@@ -380,7 +297,7 @@ def _read_events(call: LLMCall, first: bytes | None, tail: deque[bytes]) -> None
     for i, event in enumerate((first, *tail)):
         if event is None:
             continue
-        chunk = _event_json(event)
+        chunk = event_json(event)
         if chunk is None:
             continue
         if i == 0:
@@ -393,28 +310,120 @@ def _read_events(call: LLMCall, first: bytes | None, tail: deque[bytes]) -> None
 
 
 def accepts(path: str) -> bool:
-    """Whether a request path is a model endpoint's (asked for every POST written)."""
-    return endpoint_of(path) is not None
+    """Whether a request path is a known model endpoint's (asked for every POST written)."""
+    return match(path) is not None
 
 
-def recogniser(settings: Settings) -> Any:
-    """The network layer's recogniser: a request to a model endpoint becomes a call."""
+def _any_path(path: str) -> bool:
+    return True
 
-    def recognise(request: Request) -> WireCall | None:
+
+def _call_for(settings: Settings, request: Request, protocol: WireProtocol, endpoint: Endpoint,
+              model: str, streams: bool) -> LLMCall | None:
+    try:
+        provider = provider_of(protocol.provider, request.host or None, request.port,
+                               request.headers)
+        return LLMCall(endpoint, settings, model, {}, streaming=streams,
+                       server=(request.host or None, request.port), provider=provider,
+                       t_call=request.t_start)
+    except Exception:  # noqa: BLE001
+        internal_error("wire.call")
+        return None
+
+
+class Candidate:
+    """A JSON ``POST`` to a path no protocol knows: a generic call once its body shows a
+    model request (names a model with messages, a prompt, input or contents; or a prompt
+    with generation parameters), nothing otherwise."""
+
+    __slots__ = ("attempt", "let_go", "request", "settings", "wire")
+
+    def __init__(self, settings: Settings, request: Request) -> None:
+        self.settings = settings
+        self.request = request
+        self.attempt: Attempt | None = None
+        self.wire: WireCall | None = None
+        # Not a model request: the network layer lets the exchange go (no response read).
+        self.let_go = False
+
+    def add_attempt(self, attempt: Attempt) -> None:
+        self.attempt = attempt
+
+    def header_lines(self) -> bytes:
+        return b""  # (not known to be a call yet: nothing is written into it)
+
+    def request_body(self, body: bytes | None) -> None:
+        attempt, self.attempt = self.attempt, None
+        self.let_go = True
+        if (not body or body[:1] not in b"{ \t\r\n" or len(body) > _PARSE_CAP
+                or _PROMPT_FIELD.search(body) is None):
+            return
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return
+        if not looks_like_model_request(data):
+            return
+        request = self.request
+        call = _call_for(self.settings, request, GENERIC_PROTOCOL, GENERIC, "",
+                         data.get("stream") is True)
+        if call is None:
+            return
+        self.let_go = False
+        warn_once(f"generic:{request.host}:{request.port}{request.path}",
+                  "agent-latency: a model request to %s:%s%s matched no known protocol; it is "
+                  "recorded as a generic LLM span (provider unknown, the first response byte "
+                  "as its first token). %s=off turns this off.", request.host, request.port,
+                  request.path, semconv.ENV_GENERIC_CALLS)
+        wire = self.wire = WireCall(call, GENERIC_PROTOCOL, False)
+        if attempt is not None:
+            wire.add_attempt(attempt)
+        _read_request(call, data)
+
+    def response_head(self, status: int, headers: dict[str, str], t: float) -> None:
+        if self.wire is not None:
+            self.wire.response_head(status, headers, t)
+
+    def response_data(self, data: bytes, t: float) -> None:
+        if self.wire is not None:
+            self.wire.response_data(data, t)
+
+    def response_end(self, t: float, error: BaseException | None) -> None:
+        if self.wire is not None:
+            self.wire.response_end(t, error)
+
+
+# Request bodies of these types are not JSON: never a candidate (OTLP's protobuf, uploads).
+_NOT_JSON = re.compile(r"protobuf|grpc|multipart|octet-stream|xml|html|image/|audio/|video/",
+                       re.IGNORECASE)
+# A body without one of these fields is no model request: not parsed.
+_PROMPT_FIELD = re.compile(rb'"(?:' + "|".join(PROMPT_FIELDS).encode() + rb')"\s*:')
+
+
+def _may_be_json(content_type: str) -> bool:
+    """Whether a body of this type may be a JSON model request (programs posting JSON often
+    leave the type out, or keep urllib's form default)."""
+    return _NOT_JSON.search(content_type) is None
+
+
+def recogniser(settings: Settings, generic: bool = False) -> Any:
+    """The network layer's recogniser: a request to a model endpoint becomes a call; with
+    ``generic``, a JSON request no protocol knows is a :class:`Candidate`."""
+
+    def recognise(request: Request) -> WireCall | Candidate | None:
         if not settings.active:
             return None
-        found = endpoint_of(request.path)
+        found = match(request.path)
         if found is None:
+            if generic and _may_be_json(request.headers.get("content-type", "")):
+                return Candidate(settings, request)
             return None
-        endpoint, model, streams = found
-        try:
-            call = LLMCall(endpoint, settings, model, {}, streaming=streams,
-                           server=(request.host or None, request.port),
-                           t_call=request.t_start)
-        except Exception:  # noqa: BLE001
-            internal_error("wire.call")
+        protocol, route = found
+        call = _call_for(settings, request, protocol, endpoint(route), route.model,
+                         route.streams)
+        if call is None:
             return None
-        return WireCall(call, "traceparent" not in request.headers)
+        return WireCall(call, protocol, "traceparent" not in request.headers)
 
     return recognise
 
@@ -428,7 +437,8 @@ class SocketsInstrumentor(LLMInstrumentor):
 
     def setup(self, **kwargs: Any) -> None:
         super().setup(**kwargs)
-        recognise_with(recogniser(self._settings), accepts)
+        generic = env_flag(semconv.ENV_GENERIC_CALLS, True)
+        recognise_with(recogniser(self._settings, generic), _any_path if generic else accepts)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         super()._uninstrument(**kwargs)
@@ -438,4 +448,5 @@ class SocketsInstrumentor(LLMInstrumentor):
         return []
 
 
-__all__ = ["COMPLETIONS", "SocketsInstrumentor", "WireCall", "accepts", "endpoint_of", "recogniser"]
+__all__ = ["COMPLETIONS", "Candidate", "SocketsInstrumentor", "WireCall", "accepts", "endpoint_of",
+           "recogniser"]

@@ -7,6 +7,7 @@ find exchanges on sockets and transports are ``_exchanges``'.
 from __future__ import annotations
 
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any, Protocol
 
 from ..._log import internal_error
@@ -54,6 +55,10 @@ class Observer(Protocol):
 
     def response_end(self, t: float, error: BaseException | None) -> None:
         """The response ended at ``t`` (its last byte read), or was cut (``error``)."""
+
+    #: Set once the request's body showed it is none of the observer's business: the
+    #: exchange is let go at once (its socket's reads cost nothing again).
+    let_go: bool
 
 
 
@@ -124,11 +129,14 @@ class Exchange:
     def _request_done(self) -> None:
         self.sent = True
         body, self.body = self.body, None
+        observer = self.observer
         try:
-            self.observer.request_body(b"".join(body) if body is not None
-                                       and self.body_left is not None else None)
+            observer.request_body(b"".join(body) if body is not None
+                                  and self.body_left is not None else None)
         except Exception:  # noqa: BLE001
             internal_error("wire.request")
+        if getattr(observer, "let_go", False):
+            self.end(perf_counter(), None)
 
     # -- the response ------------------------------------------------------------------------
     def received(self, data: bytes, t: float) -> None:

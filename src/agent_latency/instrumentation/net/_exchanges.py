@@ -29,6 +29,7 @@ recognised: ``SSLSocket.sendall`` writes through its own ``send``.
 
 from __future__ import annotations
 
+import _socket
 import asyncio
 import socket
 import ssl
@@ -155,9 +156,9 @@ def _watched_class(base: type[socket.socket]) -> type:
     cls = type(base.__name__, (base,), {
         "__slots__": (), "__module__": base.__module__, "__qualname__": base.__qualname__,
         "sendall": sendall, "recv": recv, "recv_into": recv_into, "close": close,
-        # ``send`` only on plain sockets: ``SSLSocket.sendall`` writes through its own
-        # ``send``, which must not count the same bytes twice.
-        **({} if issubclass(base, ssl.SSLSocket) else {"send": send})})
+        # ``send`` only where ``sendall`` is the C one: ``SSLSocket.sendall`` and gevent's
+        # write through their own ``send``, which must not count the same bytes twice.
+        **({"send": send} if real_sendall is _socket.socket.sendall else {})})
     _watched_classes[base] = cls
     return cls
 
@@ -376,16 +377,19 @@ def _plain_wrapper(real: Any) -> Any:
 def _send_wrapper(real: Any) -> Any:
     real_sendall = _orig["socket.sendall"]
 
-    def send(self: Any, data: Any, flags: int = 0) -> Any:
+    def send(self: Any, data: Any, flags: int = 0, *args: Any, **kwargs: Any) -> Any:
         # Per write on every plain socket: one slice and a compare, unless it is a POST
         # (httpcore writes with ``send``).  Non-blocking sockets are the event loop's: their
-        # requests are recognised on the transport.
+        # requests are recognised on the transport.  A socket class of its own (gevent's:
+        # its ``sendall`` writes through this ``send``, with a ``timeout`` keyword) has its
+        # requests recognised on ``sendall``, once.
         try:
             post = data[:5] == b"POST "
         except Exception:  # noqa: BLE001 - send itself refuses it below
             post = False
-        if not post or _current() is not None or self.gettimeout() == 0.0:
-            return real(self, data, flags)
+        if (not post or args or kwargs or _current() is not None
+                or not isinstance(self, _socket.socket) or self.gettimeout() == 0.0):
+            return real(self, data, flags, *args, **kwargs)
         return _sendall_new(self, data, flags, real_sendall, real)
 
     return send

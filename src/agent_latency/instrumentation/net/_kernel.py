@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _socket
 import socket
 import struct
 import sys
@@ -106,6 +107,13 @@ def enable_timestamps(sock: Any) -> bool:
     return True
 
 
+def _view(fd: int, family: int) -> Any:
+    """A socket object over the program's ``fd`` for one look: the C type, never a
+    monkey-patched ``socket.socket`` (gevent's waits on its hub for a would-block
+    ``MSG_DONTWAIT`` read, and an empty error queue would block the greenlet for ever)."""
+    return _socket.socket(family, socket.SOCK_STREAM, 0, fd)
+
+
 def peek_queued(fd: int, family: int) -> tuple[int, float | None] | None:
     """``(bytes queued, when the newest of them arrived)`` on the TCP socket ``fd``, without
     taking them (``MSG_PEEK``), or None when nothing is queued (or it cannot be asked).
@@ -114,7 +122,7 @@ def peek_queued(fd: int, family: int) -> tuple[int, float | None] | None:
     carries the newest stamp: the time is the newest arrival's, not the oldest's.
     """
     try:
-        view = socket.socket(family, socket.SOCK_STREAM, 0, fileno=fd)
+        view = _view(fd, family)
     except OSError:
         return None
     buffer = getattr(_buffers, "peek", None)
@@ -188,7 +196,7 @@ def last_transmitted(fd: int, family: int) -> float | None:
     the queue emptied; None when there is none.  A stamp left there would make the socket
     poll as in error: every reader of a stamped socket drains it."""
     try:
-        view = socket.socket(family, socket.SOCK_STREAM, 0, fileno=fd)
+        view = _view(fd, family)
     except OSError:
         return None
     newest: int | None = None

@@ -53,7 +53,7 @@ def _threads_are_greenlets() -> bool:
 class Watcher:
     """The watching thread and the connections it watches (by file descriptor)."""
 
-    __slots__ = ("_epoll", "_lock", "_thread", "_wake", "_watched", "available")
+    __slots__ = ("_epoll", "_lock", "_stop", "_thread", "_wake", "_watched", "available")
 
     def __init__(self) -> None:
         # Reentrant: a collection's callback (``_pauses``) may ask for a watch while this
@@ -65,6 +65,7 @@ class Watcher:
         # Written when a connection that wants ticks is watched, so that a thread blocked
         # without a timeout starts ticking.
         self._wake: int | None = None
+        self._stop = False  # the thread leaves at its next wake (``pause``)
         self.available = hasattr(select, "epoll") and hasattr(os, "eventfd")
 
     def watch(self, arrivals: Arrivals) -> None:
@@ -135,6 +136,37 @@ class Watcher:
         self._thread = thread
         return True
 
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The watching thread, once started."""
+        return self._thread
+
+    def pause(self, timeout_s: float) -> bool:
+        """Stop the thread (for an ``os.fork()``: Python 3.12 warns when it finds other
+        threads); what is watched stays registered.  True when it stopped in time."""
+        thread = self._thread
+        if thread is None or self._wake is None:
+            return True
+        self._stop = True
+        try:
+            os.eventfd_write(self._wake, 1)
+        except OSError:
+            return False
+        thread.join(timeout_s)
+        return not thread.is_alive()
+
+    def resume(self) -> None:
+        """Start the thread again after :meth:`pause`."""
+        if not self._stop:
+            return
+        self._stop = False
+        old = self._thread
+        if self._epoll is not None and (old is None or not old.is_alive()):
+            thread = threading.Thread(target=self._run, name="agent-latency-watcher",
+                                      daemon=True)
+            thread.start()
+            self._thread = thread
+
     def _run(self) -> None:
         epoll = self._epoll
         watched = self._watched
@@ -162,6 +194,8 @@ class Watcher:
                         os.eventfd_read(wake)
                     except OSError:
                         pass
+                    if self._stop:
+                        return
                     continue
                 arrivals = watched.get(fd)
                 if arrivals is None:
@@ -180,6 +214,7 @@ class Watcher:
         self._epoll = None
         self._thread = None
         self._wake = None
+        self._stop = False
         self._watched = {}
 
 

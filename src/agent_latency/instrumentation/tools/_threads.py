@@ -22,12 +22,14 @@ and the patches go when the last one releases.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from opentelemetry import context as otel_context
 
+from ..._lifecycle import defer_in_forked_child, in_forked_child_hooks
 from ..._scope import detach
 from .._shared import SharedPatch
 
@@ -49,6 +51,8 @@ def _run_in(ctx: otel_context.Context, fn: Any) -> Any:
 def _submit(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if not args:
         return wrapped(*args, **kwargs)
+    if in_forked_child_hooks() and _called_from_sdk(sys._getframe(2)):
+        return _done_here(args[0], args[1:], kwargs)
     # Always wrapped, even with an empty context: a pool thread keeps the context of the
     # submit that started it, which must not leak into later work items.
     return wrapped(_run_in(otel_context.get_current(), args[0]), *args[1:], **kwargs)
@@ -59,7 +63,32 @@ def _start(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str,
         instance.__dict__[_CTX] = otel_context.get_current()
     except Exception:  # noqa: BLE001, S110 - runs without our context
         pass
+    if _is_export_worker(instance) and defer_in_forked_child(
+            functools.partial(wrapped, *args, **kwargs)):
+        return None
     return wrapped(*args, **kwargs)
+
+
+def _called_from_sdk(frame: Any) -> bool:
+    return str(frame.f_globals.get("__name__", "")).startswith("opentelemetry.sdk")
+
+
+def _done_here(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[Any]:
+    """``fn`` run now, on this thread, as a finished future: the SDK's resource detection in
+    a forked child's fork hook, where a pool thread under gevent would yield to the hub
+    (see :func:`defer_in_forked_child`)."""
+    future: Future[Any] = Future()
+    try:
+        future.set_result(fn(*args, **kwargs))
+    except BaseException as exc:  # noqa: BLE001 - handed to the caller as a pool would
+        future.set_exception(exc)
+    return future
+
+
+def _is_export_worker(thread: Any) -> bool:
+    """The OpenTelemetry SDK's own worker (a batch processor's, a metric reader's)."""
+    owner = getattr(getattr(thread, "_target", None), "__self__", None)
+    return type(owner).__module__.startswith("opentelemetry.sdk")
 
 
 def _thread_run(wrapped: Any, instance: Any, args: tuple[Any, ...],
