@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Any
 
 
 def available() -> bool:
@@ -18,6 +19,22 @@ def available() -> bool:
         return True
     print("valgrind (callgrind) is not installed", file=sys.stderr)
     return False
+
+
+def dump(tag: str) -> None:
+    """In a worker running under callgrind: dump its counters now, under ``tag`` (what it
+    ran since the last dump)."""
+    subprocess.run(["callgrind_control", "-d", tag, str(os.getpid())],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def simulator() -> Any:
+    """The simulator as the instruction benchmarks run it (a context manager): as fast as it
+    goes, so the client's own work is all there is to count; 200 output tokens by default."""
+    from agent_latency.simulator import SimulatorConfig, SimulatorProcess
+
+    return SimulatorProcess(SimulatorConfig(port=0, prefill_tps=1e7, output_tps=1e6,
+                                            spin_us=0.0, default_output_tokens=200))
 
 
 def run(script: str, args: list[str], tags: list[str],

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from typing import Any
 
@@ -97,18 +96,14 @@ def worker(library: str, url: str, n: int) -> None:
     if os.environ.get(_NO_GC):
         gc.disable()
 
-    def dump(tag: str) -> None:
-        subprocess.run(["callgrind_control", "-d", tag, str(os.getpid())],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-
-    dump("warm")
+    callgrind.dump("warm")
     for on in (True, False):
         for instrumentor in instrumentors:
             (instrumentor.instrument if on else instrumentor.uninstrument)()
         for kind in KINDS:
             for _ in range(n):
                 run(kind)
-            dump(f"{kind}-{'on' if on else 'off'}")
+            callgrind.dump(f"{kind}-{'on' if on else 'off'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,12 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not callgrind.available():
         return 1
-    from agent_latency.simulator import SimulatorConfig, SimulatorProcess
-
-    config = SimulatorConfig(port=0, prefill_tps=1e7, output_tps=1e6, spin_us=0.0,
-                             default_output_tokens=200)
     rows = []
-    with SimulatorProcess(config) as sim:
+    with callgrind.simulator() as sim:
         for library in args.libraries.split(","):
             env = {**os.environ, _NO_GC: "1"} if args.no_gc else None
             counts = callgrind.run(__file__, ["--worker", library, "--url", sim.base_url,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from typing import Any
 
@@ -105,11 +104,7 @@ def worker(library: str, url: str, n: int) -> None:
     gc.collect()
     gc.freeze()
 
-    def dump(tag: str) -> None:
-        subprocess.run(["callgrind_control", "-d", tag, str(os.getpid())],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-
-    dump("warm")
+    callgrind.dump("warm")
     for on in (True, False):
         if not on:
             for instrumentor in reversed(instrumentors):
@@ -117,7 +112,7 @@ def worker(library: str, url: str, n: int) -> None:
         for kind, tokens in LENGTHS.items():
             for _ in range(n):
                 run(tokens)
-            dump(f"{kind}-{'on' if on else 'off'}")
+            callgrind.dump(f"{kind}-{'on' if on else 'off'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,13 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not callgrind.available():
         return 1
-    from agent_latency.simulator import SimulatorConfig, SimulatorProcess
-
-    config = SimulatorConfig(port=0, prefill_tps=1e7, output_tps=1e6, spin_us=0.0,
-                             default_output_tokens=200)
     print(f"instructions (callgrind), {args.n} streams of 20 and 200 tokens per batch")
     print(f"{'client':<20} {'client per chunk':>17} {'added per chunk':>16}", flush=True)
-    with SimulatorProcess(config) as sim:
+    with callgrind.simulator() as sim:
         for library in args.clients.split(","):
             if library.startswith("ollama") and not _served(sim.base_url, "/api/chat"):
                 print(f"{library}: skipped, the simulator has no /api/chat route")
