@@ -1,9 +1,60 @@
-"""What the callgrind benchmarks share: reading the totals of their dumps."""
+"""What the callgrind benchmarks share: running a worker under callgrind, reading the
+totals of its dumps."""
 
 from __future__ import annotations
 
 import glob
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+
+def available() -> bool:
+    """Whether valgrind's callgrind (and its ``callgrind_control``) is installed; says so
+    when not."""
+    if shutil.which("valgrind") and shutil.which("callgrind_control"):
+        return True
+    print("valgrind (callgrind) is not installed", file=sys.stderr)
+    return False
+
+
+def dump(tag: str) -> None:
+    """In a worker running under callgrind: dump its counters now, under ``tag`` (what it
+    ran since the last dump)."""
+    subprocess.run(["callgrind_control", "-d", tag, str(os.getpid())],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def simulator() -> Any:
+    """The simulator as the instruction benchmarks run it (a context manager): as fast as it
+    goes, so the client's own work is all there is to count; 200 output tokens by default."""
+    from agent_latency.simulator import SimulatorConfig, SimulatorProcess
+
+    return SimulatorProcess(SimulatorConfig(port=0, prefill_tps=1e7, output_tps=1e6,
+                                            spin_us=0.0, default_output_tokens=200))
+
+
+def run(script: str, args: list[str], tags: list[str],
+        env: dict[str, str] | None = None) -> dict[str, int] | None:
+    """Run ``script`` (a benchmark's worker) with ``args`` under callgrind: the instructions
+    of each of its dumps by tag, or None (its error printed) when it failed or a dump in
+    ``tags`` is missing."""
+    folder = tempfile.mkdtemp(prefix="callgrind-")
+    try:
+        proc = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/cg.%p",
+             sys.executable, script, *args], capture_output=True, text=True, timeout=3600,
+            env=env, check=False)
+        found = counts(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if proc.returncode != 0 or not all(tag in found for tag in tags):
+        print(f"{' '.join(args)} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return found
 
 
 def counts(folder: str) -> dict[str, int]:

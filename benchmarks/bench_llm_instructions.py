@@ -35,13 +35,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from typing import Any
 
-from _callgrind import counts as callgrind_counts
+import _callgrind as callgrind
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -99,18 +96,14 @@ def worker(library: str, url: str, n: int) -> None:
     if os.environ.get(_NO_GC):
         gc.disable()
 
-    def dump(tag: str) -> None:
-        subprocess.run(["callgrind_control", "-d", tag, str(os.getpid())],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-
-    dump("warm")
+    callgrind.dump("warm")
     for on in (True, False):
         for instrumentor in instrumentors:
             (instrumentor.instrument if on else instrumentor.uninstrument)()
         for kind in KINDS:
             for _ in range(n):
                 run(kind)
-            dump(f"{kind}-{'on' if on else 'off'}")
+            callgrind.dump(f"{kind}-{'on' if on else 'off'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,27 +119,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         worker(args.worker, args.url, args.n)
         return 0
-    if not (shutil.which("valgrind") and shutil.which("callgrind_control")):
-        print("valgrind (callgrind) is not installed", file=sys.stderr)
+    if not callgrind.available():
         return 1
-    from agent_latency.simulator import SimulatorConfig, SimulatorProcess
-
-    config = SimulatorConfig(port=0, prefill_tps=1e7, output_tps=1e6, spin_us=0.0,
-                             default_output_tokens=200)
     rows = []
-    with SimulatorProcess(config) as sim:
+    with callgrind.simulator() as sim:
         for library in args.libraries.split(","):
-            folder = tempfile.mkdtemp(prefix="callgrind-")
             env = {**os.environ, _NO_GC: "1"} if args.no_gc else None
-            proc = subprocess.run(
-                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/cg.%p",
-                 sys.executable, __file__, "--worker", library, "--url", sim.base_url,
-                 "--n", str(args.n)], capture_output=True, text=True, timeout=3600, env=env)
-            counts = callgrind_counts(folder)
-            shutil.rmtree(folder, ignore_errors=True)
-            if proc.returncode != 0 or not all(f"{k}-{s}" in counts for k in KINDS
-                                               for s in ("on", "off")):
-                print(f"{library} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+            counts = callgrind.run(__file__, ["--worker", library, "--url", sim.base_url,
+                                              "--n", str(args.n)],
+                                   [f"{k}-{s}" for k in KINDS for s in ("on", "off")], env)
+            if counts is None:
                 return 1
             per = {key: value / args.n for key, value in counts.items()}
             added = {k: per[f"{k}-on"] - per[f"{k}-off"] for k in KINDS}

@@ -13,11 +13,19 @@ import threading
 import time
 from collections.abc import Iterator
 from time import perf_counter
+from typing import Any
 
 import pytest
 from loopback import loopback_pair
 
-from agent_latency.instrumentation.net import Arrivals
+from agent_latency.instrumentation.net import (
+    ESTIMATED,
+    MEASURED,
+    Arrivals,
+    exchanges_patch,
+    follow,
+    recognise_with,
+)
 from agent_latency.instrumentation.net._watcher import WATCHER
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -147,6 +155,23 @@ class TestEventEnds:
     def test_an_event_across_three_reads(self) -> None:
         data = event(12345)
         assert self.events(data[:5], data[5:12], data[12:]) == [(len(data), data)]
+
+    def test_ndjson_lines_by_the_response_head(self) -> None:
+        """A response whose head names an NDJSON type (Ollama's) has one event a JSON line;
+        the head, the chunks' size lines and blank lines are none."""
+        one, two = b'{"message": {"content": "a"}}\n', b'{"done": true}\n'
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")
+        framed = head + b"%x\r\n" % len(one) + one + b"\r\n" + b"%x\r\n" % len(two) + two
+        first_end = framed.index(one) + len(one)
+        cut = first_end - 5  # a line split across reads
+        assert self.events(framed[:cut], framed[cut:] + b"\r\n0\r\n\r\n") == [
+            (first_end, one[:-1]), (len(framed), two[:-1])]
+
+    def test_sse_where_the_head_names_no_ndjson_type(self) -> None:
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+        data = head + b'{"not": "an event"}\n' + event(1)
+        assert self.ends(data) == [len(data)]
 
     def test_records_handed_over_one_by_one(self, pair) -> None:
         """Plaintext decrypted from bytes an earlier read took off the socket (3.10's
@@ -456,3 +481,87 @@ class TestWatcher:
         assert tick - CLOCK_SLACK <= earliest <= sent[0] + CLOCK_SLACK, (earliest, tick)
         assert earliest <= first.t <= sent[-1] + CLOCK_SLACK
 
+
+
+class _Owner:
+    """A recogniser's observer that takes arrival times on its exchange, as the LLM layer's
+    does, and keeps nothing else."""
+
+    def __init__(self) -> None:
+        self.following: Any = None
+        self.ended = threading.Event()
+
+    def add_attempt(self, attempt: Any) -> None:
+        self.following = follow(attempt, lambda line: b'"content": "h' in line)
+        self.following.watch(ticks=True)
+
+    def header_lines(self) -> bytes:
+        return b""
+
+    def request_body(self, body: bytes | None) -> None:
+        pass
+
+    def response_head(self, status: int, headers: dict[str, str], t: float) -> None:
+        pass
+
+    def response_data(self, data: bytes, t: float) -> None:
+        pass
+
+    def response_end(self, t: float, error: BaseException | None) -> None:
+        self.ended.set()
+
+
+class TestRecognisedExchange:
+    """A request the wire layer recognised has its reads dated from the kernel: an NDJSON
+    stream's first output line, landing while the reader is busy with the line before it."""
+
+    def test_a_busy_reader_gets_the_lines_arrival(self, pair) -> None:
+        client, server = pair
+        owner = _Owner()
+        exchanges_patch.acquire()
+        recognise_with(lambda request: owner, lambda path: path == "/api/chat")
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")
+        opening, output, done = (b'{"message": {"content": ""}}\n',
+                                 b'{"message": {"content": "hi"}}\n', b'{"done": true}\n')
+
+        def chunk(line: bytes) -> bytes:
+            return b"%x\r\n" % len(line) + line + b"\r\n"
+
+        writer, go_w = gated_writer(server, (
+            f"s.sendall({head + chunk(opening)!r})\n"
+            "time.sleep(0.06)\n"
+            f"t = time.perf_counter(); s.sendall({chunk(output)!r}); print(t, flush=True)\n"
+            "print(time.perf_counter(), flush=True)\n"
+            "time.sleep(0.2)\n"
+            f"s.sendall({chunk(done) + b'0' + bytes([13, 10, 13, 10])!r})\n"))
+        try:
+            client.sendall(b"POST /api/chat HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}")
+            assert owner.following is not None, "the request was not recognised and tapped"
+            receive(server, 2)
+            os.write(go_w, b"g")
+            data = client.recv(65536)
+            while opening not in data:
+                data += client.recv(65536)
+            busy_until = perf_counter() + 0.15  # the first line's parse, made slow
+            while perf_counter() < busy_until:
+                pass
+            while not owner.ended.is_set():
+                client.recv(65536)
+            out, _ = writer.communicate(timeout=30)
+        finally:
+            recognise_with(None)
+            exchanges_patch.release()
+            os.close(go_w)
+            if owner.following is not None:
+                owner.following.stop()
+        sent = tuple(float(line) for line in out.split())
+        arrivals = owner.following.arrivals
+        offset = arrivals.first_output()
+        assert offset is not None, "the NDJSON output line was not found"
+        arrival = arrivals.arrival(offset, waited=True)
+        assert arrival is not None, "no observation covers the output line"
+        if arrival.source == ESTIMATED:
+            pytest.skip("the watcher was kept off the CPU until the next line came (load)")
+        assert arrival.source == MEASURED, arrival
+        assert within(arrival.t, sent), (arrival, sent, busy_until)

@@ -61,6 +61,38 @@ def _following(call: Any) -> Any:
     return following
 
 
+class StreamMarks:
+    """What this module keeps of one stream read below any SDK (``requests``'
+    ``iter_content``, a request recognised on the wire): the same fields an SDK stream's
+    per-chunk state holds, for :func:`start`, :func:`first_output` and :func:`finish`."""
+
+    __slots__ = ("__weakref__", "busy", "call", "cpu_at", "first_arrivals", "following",
+                 "t_first", "t_first_chunk")
+
+    def __init__(self, call: Any) -> None:
+        self.call = call
+        self.following: Any = None
+        self.first_arrivals: Any = None
+        self.busy: bool | None = False
+        self.cpu_at: Any = None
+        self.t_first: float | None = None  # the first output token's hand-over
+        self.t_first_chunk: float | None = None
+
+    def handed_over(self) -> None:
+        """The call's first output token has been handed over (``call.t_first`` is set):
+        arrival times go on only while the client may be late (once)."""
+        if self.t_first is None and self.call.t_first is not None:
+            self.t_first = self.call.t_first
+            first_output(self)
+
+    def end(self) -> None:
+        """The stream ended: its arrival marks onto the call (its first chunk too)."""
+        call = self.call
+        self.t_first_chunk = call.t_first_chunk
+        finish(self, call)
+        call.t_first_chunk = self.t_first_chunk
+
+
 def start(chunks: Any) -> None:
     """Take arrival times for ``chunks``' stream from now until its first output token."""
     call = chunks.call

@@ -127,29 +127,12 @@ def _handle(call: LLMCall, response: Any, body_unread: bool) -> None:
     call.finish(None, None, view(data) if isinstance(data, Mapping) else None)
 
 
-class _Wire:
-    """What ``_wire`` keeps of one stream read through ``requests`` (the SDK streams' per-chunk
-    state holds the same): its arrival times and the first token's hand-over."""
-
-    __slots__ = ("__weakref__", "busy", "call", "cpu_at", "first_arrivals", "following",
-                 "t_first", "t_first_chunk")
-
-    def __init__(self, call: LLMCall) -> None:
-        self.call = call
-        self.following: Any = None
-        self.first_arrivals: Any = None
-        self.busy: bool | None = False
-        self.cpu_at: Any = None
-        self.t_first: float | None = None
-        self.t_first_chunk: float | None = None
-
-
 def _watch_stream(call: LLMCall, response: Any) -> None:
     """The streamed body through ``iter_content`` (which ``iter_lines`` and ``content`` use)."""
     original = response.iter_content
     call.defer()
     finalizer = weakref.finalize(response, abandon_call, call)
-    wire = _Wire(call)
+    wire = _wire.StreamMarks(call)
     _wire.start(wire)
 
     def iter_content(*args: Any, **kwargs: Any) -> Any:
@@ -158,14 +141,12 @@ def _watch_stream(call: LLMCall, response: Any) -> None:
     response.iter_content = iter_content
 
 
-def _end(call: LLMCall, wire: _Wire, error: BaseException | None = None) -> None:
-    wire.t_first_chunk = call.t_first_chunk
-    _wire.finish(wire, call)
-    call.t_first_chunk = wire.t_first_chunk
+def _end(call: LLMCall, wire: _wire.StreamMarks, error: BaseException | None = None) -> None:
+    wire.end()
     call.finish(None, error)
 
 
-def _chunks(call: LLMCall, source: Any, finalizer: Any, wire: _Wire) -> Any:
+def _chunks(call: LLMCall, source: Any, finalizer: Any, wire: _wire.StreamMarks) -> Any:
     pending = b""
     observe = call.endpoint.observe
     try:
@@ -177,9 +158,7 @@ def _chunks(call: LLMCall, source: Any, finalizer: Any, wire: _Wire) -> Any:
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     _line(call, line, t, observe)
-                if wire.t_first is None and call.t_first is not None:
-                    wire.t_first = call.t_first
-                    _wire.first_output(wire)
+                wire.handed_over()
             yield piece
     except BaseException as exc:
         finalizer.detach()

@@ -45,7 +45,7 @@ from opentelemetry import propagate
 from ... import semconv
 from ..._env import env_flag
 from ..._log import internal_error, warn_once
-from ..net import Attempt, Request, exchanges_patch, recognise_with
+from ..net import Attempt, Request, exchanges_patch, follow, recognise_with
 from ..protocols import (
     GENERIC,
     PROMPT_FIELDS,
@@ -62,7 +62,7 @@ from ..protocols import (
 )
 from ..protocols._framing import Framer
 from ..protocols.openai import COMPLETIONS
-from . import LLMCall, LLMInstrumentor, Settings, Target
+from . import LLMCall, LLMInstrumentor, Settings, Target, _wire
 from ._routes import endpoint, endpoint_of
 from .requests import HTTPStatusError
 
@@ -104,11 +104,13 @@ _REQUEST_ATTRIBUTES = (("max_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
 class WireCall:
     """One model request seen on the wire: the network layer's observer of its exchange."""
 
-    __slots__ = ("body", "call", "first", "framer", "generic", "inject", "is_output", "status",
-                 "tail")
+    __slots__ = ("body", "call", "first", "framer", "generic", "inject", "is_output", "marks",
+                 "status", "tail")
 
     def __init__(self, call: LLMCall, protocol: WireProtocol, inject: bool) -> None:
         self.call = call
+        # A stream's arrival times (``_wire``), from when it is known to stream.
+        self.marks: _wire.StreamMarks | None = None
         self.inject = inject and call.propagate
         self.is_output = protocol.is_output
         self.generic = protocol is GENERIC_PROTOCOL
@@ -121,7 +123,21 @@ class WireCall:
 
     # -- the request -----------------------------------------------------------------------
     def add_attempt(self, attempt: Attempt) -> None:
-        self.call.add_attempt(attempt)
+        call = self.call
+        call.add_attempt(attempt)
+        if call.wants_arrivals and attempt.following is None:
+            # Its reads dated from the kernel's receive stamps (the network layer's tap on
+            # the exchange), as an SDK's are: a body's last byte, a stream's tokens.
+            attempt.following = follow(attempt, self.is_output)
+        if call.streaming:
+            self._stream_window()
+
+    def _stream_window(self) -> None:
+        """The call streams: its first token is watched for from now on (the client may be
+        busy when it lands: a process's first parse, another thread, a collection)."""
+        if self.marks is None:
+            self.marks = marks = _wire.StreamMarks(self.call)
+            _wire.start(marks)
 
     def header_lines(self) -> bytes:
         if not self.inject:
@@ -143,6 +159,8 @@ class WireCall:
             return
         if isinstance(data, Mapping):
             _read_request(self.call, data)
+        if self.call.streaming:
+            self._stream_window()
 
     # -- the response ---------------------------------------------------------------------
     def response_head(self, status: int, headers: dict[str, str], t: float) -> None:
@@ -156,6 +174,8 @@ class WireCall:
             call.streaming = True
             call.span.set_attributes({semconv.GEN_AI_REQUEST_STREAM: True,
                                       semconv.LLM_STREAMING: True})
+        if call.streaming:
+            self._stream_window()
         call.defer()
 
     def response_data(self, data: bytes, t: float) -> None:
@@ -177,6 +197,8 @@ class WireCall:
             return
         for event in framer.feed(data):
             self._event(event, t)
+        if self.marks is not None:
+            self.marks.handed_over()
 
     def _event(self, event: bytes, t: float) -> None:
         if b"data:" not in event or b"[DONE]" in event or b"event: ping" in event:
@@ -218,6 +240,9 @@ class WireCall:
         self.body = None
         self.first = None
         self.tail.clear()
+        marks, self.marks = self.marks, None
+        if marks is not None:
+            marks.end()
         call.finish(t, error, response)
 
 

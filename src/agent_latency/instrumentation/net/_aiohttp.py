@@ -89,16 +89,29 @@ async def _connection_reuse(session: Any, ctx: Any, params: Any) -> None:
         attempt.reused = True
 
 
+def _stamps_taken(attempt: Attempt) -> None:
+    """The kernel's transmit stamps of what was just written, taken off the socket's error
+    queue (left there, they would make the event loop see the socket in error, and spin)."""
+    following = attempt.following
+    if following is not None:
+        try:
+            following.arrivals.sent()
+        except Exception:  # noqa: BLE001
+            internal_error("aiohttp.sent")
+
+
 async def _headers_sent(session: Any, ctx: Any, params: Any) -> None:
     attempt = _attempt_of(ctx)
     if attempt is not None:
         attempt.t_send = attempt.t_sent = perf_counter()
+        _stamps_taken(attempt)
 
 
 async def _chunk_sent(session: Any, ctx: Any, params: Any) -> None:
     attempt = _attempt_of(ctx)
     if attempt is not None:
         attempt.t_sent = perf_counter()
+        _stamps_taken(attempt)
 
 
 async def _request_end(session: Any, ctx: Any, params: Any) -> None:
@@ -147,7 +160,16 @@ def _follow_connection(owner: Any, connection: Any) -> None:
         attempt.stream = protocol
         if sock is not None:
             attempt.sock = sock
-        attempt.following = follow(attempt, owner.classify_event)
+        following = attempt.following = follow(attempt, owner.classify_event)
+        if following is not None and owner.streaming:
+            # A stream's first token is watched for from here: a client that sends on its
+            # first fetch (google-genai's async generator) may be busy with other tasks, or
+            # its first parse, when it lands.  Its request leaves with the kernel's transmit
+            # stamps on (the loop may be busy when aiohttp's chunk-sent signal runs); a
+            # stamp that lands after the signal is taken off the error queue by the watcher
+            # (left there, the loop would see the socket in error until the reply came).
+            following.arrivals.sending()
+            following.watch(ticks=True)
     except Exception:  # noqa: BLE001
         internal_error("aiohttp.connection")
 

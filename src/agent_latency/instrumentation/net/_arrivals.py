@@ -18,7 +18,8 @@ arrived by ``t``":
   socket asks (a deferred work item), and a segment that lands before then has none.
 
 The reads themselves (:meth:`Arrivals.read`) say where each event ends on the wire: the
-block's event separators, mapped from its plaintext to the TCP bytes it consumed (the same
+block's event separators (SSE's blank lines, or NDJSON's line ends where the response is
+one JSON object a line), mapped from its plaintext to the TCP bytes it consumed (the same
 bytes without TLS; in proportion with it, less what the reader's layers took off the socket
 and hold undecrypted), and an owner's classifier says which events carry output.
 
@@ -73,6 +74,14 @@ _PACE_WINDOW = 8
 # long is past its first token, and its last is found only while the tap stays).
 _PENDING_CAP = 8 << 20
 
+#: A response's framing (``Arrivals.framing``): server-sent events, or one JSON object a line.
+SSE = "sse"
+NDJSON = "ndjson"
+# The response head's first bytes looked at for its content type, and the NDJSON types.
+_HEAD_SNIFF = 4096
+_NDJSON_TYPES = (b"application/x-ndjson", b"application/ndjson", b"application/jsonl",
+                 b"application/x-jsonlines", b"application/json-seq")
+
 
 def _queued(fd: int) -> int:
     """Bytes waiting in ``fd``'s receive queue (``FIONREAD``)."""
@@ -105,9 +114,9 @@ class Arrivals:
     """
 
     __slots__ = ("__weakref__", "_blocks", "_pending", "_quiet_at", "_received", "_scanner",
-                 "classify", "consumed", "cum", "ends", "family", "fd", "kind", "outputs",
-                 "plain", "quiet", "reads", "sock", "stamping", "t", "t_sent", "t_start", "ticked",
-                 "tls", "watched")
+                 "classify", "consumed", "cum", "ends", "family", "fd", "framing", "kind",
+                 "outputs", "plain", "quiet", "reads", "sock", "stamping", "t", "t_sent",
+                 "t_start", "ticked", "tls", "watched")
 
     def __init__(self, sock: Any) -> None:
         self.t_start = perf_counter()  # nothing read from now on arrived before it
@@ -133,6 +142,8 @@ class Arrivals:
         self.ends: list[int] = []
         self.outputs: list[int] = []
         self.classify: Any = None
+        # :data:`SSE` or :data:`NDJSON`; None: told by the response head, when the tap read it.
+        self.framing: str | None = None
         self._blocks: deque[tuple[int, int, bytes]] = deque()  # (wire start, end, bytes)
         self._pending = 0  # bytes in _blocks
         self._scanner = self._scan_blocks()
@@ -286,18 +297,61 @@ class Arrivals:
         return self.outputs[-1] if self.outputs else None
 
     def _scan_blocks(self) -> Iterator[tuple[int, bytes] | None]:
-        """``(wire offset just past the event, the event's bytes)`` for each complete SSE
-        event that carries data (not a keep-alive comment, ``ping`` or ``[DONE]``), in order
-        across the blocks read; None whenever it has caught up with them."""
+        """``(wire offset just past the event, the event's bytes)`` for each complete event,
+        in order across the blocks read; None whenever it has caught up with them.  The
+        framing is the response's: NDJSON lines when ``framing`` says so or the response's
+        head (read through the tap) names an NDJSON content type, else SSE events."""
+        while not self._blocks:
+            yield None
+        framing = self.framing
+        if framing is None:
+            head = self._blocks[0][2][:_HEAD_SNIFF].lower()
+            framing = NDJSON if head.startswith(b"http/1.") and any(
+                kind in head for kind in _NDJSON_TYPES) else SSE
+            self.framing = framing
+        yield from (self._scan_lines() if framing == NDJSON else self._scan_events())
+
+    def _take_block(self) -> tuple[int, int, bytes, float] | None:
+        """The oldest block read and not scanned: its wire start and end, its bytes and wire
+        bytes per byte read; None when all are scanned."""
+        if not self._blocks:
+            return None
+        c0, c1, data = self._blocks.popleft()
+        self._pending -= len(data)
+        return c0, c1, data, (c1 - c0) / len(data)
+
+    def _scan_lines(self) -> Iterator[tuple[int, bytes] | None]:
+        """NDJSON: each line that holds a JSON object is an event (the response head, the
+        HTTP chunks' size lines and blank lines are not)."""
+        partial = b""  # the line read so far
+        while True:
+            block = self._take_block()
+            if block is None:
+                yield None
+                continue
+            c0, c1, data, scale = block
+            prev = 0
+            pos = data.find(b"\n")
+            while pos != -1:
+                line = partial + data[prev:pos] if partial else data[prev:pos]
+                partial = b""
+                prev = pos + 1
+                if line.lstrip()[:1] == b"{":
+                    yield c0 + min(round(prev * scale), c1 - c0), line
+                pos = data.find(b"\n", prev)
+            partial = (partial + data[prev:])[-_EVENT_CAP:]
+
+    def _scan_events(self) -> Iterator[tuple[int, bytes] | None]:
+        """SSE: each event that carries data (not a keep-alive comment, ``ping`` or
+        ``[DONE]``)."""
         has_data = skip = False
         last = partial = b""  # the previous block's last byte; the event read so far
         while True:
-            if not self._blocks:
+            block = self._take_block()
+            if block is None:
                 yield None
                 continue
-            c0, c1, data = self._blocks.popleft()
-            self._pending -= len(data)
-            scale = (c1 - c0) / len(data)
+            c0, c1, data, scale = block
             prev = 0
             search = last + data
             shift = len(last)

@@ -84,8 +84,8 @@ class Exchange:
     """One request and its response on one connection (a socket, or an event loop's
     transport)."""
 
-    __slots__ = ("attempt", "body", "body_left", "chunk_left", "holder", "kept", "observer",
-                 "pending", "saved", "sent", "state", "undo")
+    __slots__ = ("arrivals", "attempt", "body", "body_left", "chunk_left", "holder", "kept",
+                 "observer", "pending", "saved", "sent", "state", "undo")
 
     def __init__(self, observer: Observer, attempt: Attempt) -> None:
         # What carries it (the socket or the transport, its key in ``_exchanges``), how it is
@@ -102,6 +102,9 @@ class Exchange:
         self.state = _HEAD
         self.pending = b""
         self.chunk_left = 0
+        # Arrival times taken on its reads while its owner wants them (``_taps``: an
+        # ``Arrivals``), else None.
+        self.arrivals: Any = None
 
     # -- the request ----------------------------------------------------------------------
     def wrote(self, data: Any) -> None:

@@ -45,6 +45,7 @@ from ._exchange import IN_FLIGHT as _exchanges
 from ._exchange import Exchange, Observer, Request, ResponseCut, parse_headers
 from ._sockets import PATCH as sockets_patch
 from ._sockets import take_setup, want_setups
+from ._taps import UNSET, before_socket_read
 
 # A request head longer than this (in the first buffer written) is not looked at.
 _HEAD_CAP = 16 * 1024
@@ -105,7 +106,7 @@ def _watched_class(base: type[socket.socket]) -> type:
             exchange.wrote(data)
         except Exception:  # noqa: BLE001
             internal_error("wire.write")
-        result = real_sendall(self, data, flags)
+        result = _sending(exchange, real_sendall, self, data, flags)
         exchange.request_written(perf_counter())
         return result
 
@@ -116,7 +117,7 @@ def _watched_class(base: type[socket.socket]) -> type:
         if exchange.sent or _is_post(data):
             exchange.end(perf_counter(), ResponseCut("a new request was written"))
             return _sendall_new(self, data, flags, real_sendall, real_send)
-        n = real_send(self, data, flags)
+        n = _sending(exchange, real_send, self, data, flags)
         try:
             exchange.wrote(memoryview(data)[:n])
         except Exception:  # noqa: BLE001
@@ -125,25 +126,23 @@ def _watched_class(base: type[socket.socket]) -> type:
         return n
 
     def recv(self: Any, *args: Any, **kwargs: Any) -> Any:
-        data = real_recv(self, *args, **kwargs)
         exchange = _exchanges.get(id(self))
+        if exchange is None or exchange.arrivals is None or _peek(args, kwargs, 1):
+            data = real_recv(self, *args, **kwargs)
+        else:
+            data = _dated_read(self, exchange.arrivals, real_recv, args, kwargs)
         if exchange is not None:
-            try:
-                exchange.received(data, perf_counter())
-            except Exception:  # noqa: BLE001
-                internal_error("wire.read")
-                exchange.end(perf_counter(), None)
+            _received(exchange, data)
         return data
 
     def recv_into(self: Any, buffer: Any, *args: Any, **kwargs: Any) -> Any:
-        n = real_recv_into(self, buffer, *args, **kwargs)
         exchange = _exchanges.get(id(self))
+        if exchange is None or exchange.arrivals is None or _peek(args, kwargs, 1):
+            n = real_recv_into(self, buffer, *args, **kwargs)
+        else:
+            n = _dated_read(self, exchange.arrivals, real_recv_into, (buffer, *args), kwargs)
         if exchange is not None:
-            try:
-                exchange.received(bytes(memoryview(buffer)[:n]), perf_counter())
-            except Exception:  # noqa: BLE001
-                internal_error("wire.read")
-                exchange.end(perf_counter(), None)
+            _received(exchange, bytes(memoryview(buffer)[:n]))
         return n
 
     def close(self: Any) -> None:
@@ -162,6 +161,57 @@ def _watched_class(base: type[socket.socket]) -> type:
         **({"send": send} if real_sendall is _socket.socket.sendall else {})})
     _watched_classes[base] = cls
     return cls
+
+
+def _received(exchange: Exchange, data: bytes) -> None:
+    """Bytes the program read off a recognised exchange's socket: dated (when its arrival
+    times are taken) before the exchange parses them, so that an output event found in them
+    finds its arrival recorded."""
+    t = perf_counter()
+    arrivals = exchange.arrivals
+    try:
+        if arrivals is not None:
+            arrivals.read(data, t)
+        exchange.received(data, t)
+    except Exception:  # noqa: BLE001
+        internal_error("wire.read")
+        exchange.end(perf_counter(), None)
+
+
+def _peek(args: Any, kwargs: Any, at: int) -> bool:
+    """Whether a read's flags (positional at ``at``) ask for a peek (it takes nothing)."""
+    flags = args[at] if len(args) > at else kwargs.get("flags", 0)
+    return bool(flags & socket.MSG_PEEK) if isinstance(flags, int) else False
+
+
+def _dated_read(sock: Any, arrivals: Any, read: Any, args: Any, kwargs: Any) -> Any:
+    """A blocking read of a recognised exchange's socket while its arrival times are taken:
+    the kernel's receive queue looked at (and waited for, without the GIL) first."""
+    restore = before_socket_read(arrivals, sock)
+    try:
+        return read(sock, *args, **kwargs)
+    finally:
+        if restore is not UNSET:
+            sock.settimeout(restore)
+
+
+def _sending(exchange: Exchange, write: Any, *args: Any) -> Any:
+    """Request bytes written with the kernel's transmit stamps on, while arrival times are
+    taken (the request's last byte is dated when it left, not when the writer got the GIL
+    back)."""
+    arrivals = exchange.arrivals
+    if arrivals is None:
+        return write(*args)
+    try:
+        arrivals.sending()
+    except Exception:  # noqa: BLE001
+        internal_error("wire.write")
+    result = write(*args)
+    try:
+        arrivals.sent()
+    except Exception:  # noqa: BLE001
+        internal_error("wire.write")
+    return result
 
 
 # -- recognising a request ---------------------------------------------------------------------
@@ -233,8 +283,10 @@ def _recognise(sock: Any, data: Any, secure: bool, watch: Callable[[], bool],
         attempt.t_start = setup.t_start
         attempt.reused = False
         attempt.dns, attempt.connect, attempt.tls = setup.dns, setup.connect, setup.tls
-    observer.add_attempt(attempt)
     exchange = Exchange(observer, attempt)
+    # Its reads are ours: arrival times are taken on them (``_follow``, ``_taps``).
+    attempt.stream = exchange
+    observer.add_attempt(attempt)
     if "chunked" in headers.get("transfer-encoding", "").lower():
         exchange.body_left = None
     else:
@@ -287,7 +339,7 @@ def _sendall_new(sock: Any, data: Any, flags: int, real: Any, send: Any = None) 
     _hold(sock, exchange)
     exchange.attempt.send_started(perf_counter())
     try:
-        result = real(sock, out, flags)
+        result = _sending(exchange, real, sock, out, flags)
     except BaseException as exc:
         exchange.end(perf_counter(), exc)
         raise
@@ -373,6 +425,12 @@ def _watch_protocol(protocol: Any, exchange: Exchange) -> None:
 
     def data_received(data: bytes) -> None:
         t = perf_counter()
+        arrivals = exchange.arrivals
+        if arrivals is not None and data:
+            try:
+                arrivals.read(data, t)  # as the loop took them off the socket
+            except Exception:  # noqa: BLE001
+                internal_error("wire.read")
         delivered(data)
         if not exchange.ended:
             try:

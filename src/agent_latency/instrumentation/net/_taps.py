@@ -20,6 +20,10 @@ read, replaced on that one stream object (never on the class), and put back afte
   buffered file: the plain or TLS socket's ``recv_into``): as httpcore's sync streams, the
   queue looked at before each read and the socket waited for without the GIL.
 
+- An exchange the wire layer recognised on a socket or an event loop's transport
+  (:mod:`._exchanges`): its reads are ours already; as urllib3's when on a socket, the bytes
+  as the loop hands them over when on a transport.
+
 A stream type we do not know is not tapped (its owner keeps the hand-over times).
 """
 
@@ -35,6 +39,7 @@ from typing import Any
 
 from ..._log import internal_error
 from ._arrivals import Arrivals
+from ._exchange import Exchange
 
 Untap = Callable[[], None]
 
@@ -196,6 +201,7 @@ def _protocol_tap(protocol: Any, arrivals: Arrivals) -> Untap:
     def data_received(data: bytes) -> None:
         if data:  # (empty: aiohttp resuming its own decompression, nothing off the wire)
             try:
+                arrivals.done_sending()  # the response is coming: the request is all out
                 arrivals.read(data, perf_counter())
             except Exception:  # noqa: BLE001
                 internal_error("net.tap")
@@ -205,7 +211,31 @@ def _protocol_tap(protocol: Any, arrivals: Arrivals) -> Untap:
     return lambda: _untap(None, arrivals, protocol)
 
 
-_UNSET = object()
+#: What :func:`before_socket_read` returns when the socket's timeout was left alone.
+UNSET: Any = object()
+
+
+def before_socket_read(arrivals: Arrivals, sock: Any) -> Any:
+    """Before a blocking read on ``sock`` (a plain or TLS socket): look at the receive queue
+    and, when nothing waits, wait for the socket itself (without the GIL) and look again as
+    soon as bytes come, so the kernel's stamp of the first segment is kept even when another
+    thread holds the GIL when it lands.  Returns the socket's timeout to put back after the
+    read (:data:`UNSET`: none): when the wait used it all, the read is given 1 ms, so the
+    library raises its own timeout error now, not after a second full wait."""
+    restore: Any = UNSET
+    try:
+        arrivals.done_sending()
+        if not (arrivals.observe() or _decrypted_waiting(sock)):
+            timeout = sock.gettimeout()
+            if timeout != 0.0:
+                if _wait_readable(arrivals, timeout):
+                    arrivals.observe()
+                elif timeout is not None:
+                    restore = timeout
+                    sock.settimeout(0.001)
+    except Exception:  # noqa: BLE001
+        internal_error("net.tap")
+    return restore
 
 
 def _socketio_tap(raw: Any, arrivals: Arrivals) -> Untap:
@@ -214,24 +244,11 @@ def _socketio_tap(raw: Any, arrivals: Arrivals) -> Untap:
     sock = raw._sock
 
     def readinto(buffer: Any) -> int | None:
-        restore: Any = _UNSET
-        try:
-            if not (arrivals.observe() or _decrypted_waiting(sock)):
-                timeout = sock.gettimeout()
-                if timeout != 0.0:
-                    if _wait_readable(arrivals, timeout):
-                        arrivals.observe()
-                    elif timeout is not None:
-                        # The socket's timeout passed while waiting: the library's own read
-                        # raises its timeout error now, not after a second full wait.
-                        restore = timeout
-                        sock.settimeout(0.001)
-        except Exception:  # noqa: BLE001
-            internal_error("net.tap")
+        restore = before_socket_read(arrivals, sock)
         try:
             n = original(raw, buffer)
         finally:
-            if restore is not _UNSET:
+            if restore is not UNSET:
                 sock.settimeout(restore)
         if n:
             try:
@@ -261,6 +278,20 @@ def _untap(stream: Any, arrivals: Arrivals, protocol: Any = None,
             pass
 
 
+def _exchange_tap(exchange: Exchange, arrivals: Arrivals) -> Untap:
+    """An exchange the wire layer recognised (:mod:`._exchanges`): its socket's reads (or its
+    event loop protocol's ``data_received``) already pass through our hands, and feed the
+    arrivals while they are set on it."""
+    arrivals.tls = exchange.attempt.secure
+    exchange.arrivals = arrivals
+
+    def untap() -> None:
+        exchange.arrivals = None
+        _untap(None, arrivals)
+
+    return untap
+
+
 _HTTPCORE_STREAMS = frozenset({"SyncStream", "AnyIOStream"})
 
 
@@ -268,6 +299,8 @@ def tap(stream: Any, arrivals: Arrivals) -> Untap | None:
     """Tap ``stream``'s reads into ``arrivals``; returns how to undo it, or None when the
     stream's type is not one we know (or it is tapped already)."""
     cls = type(stream)
+    if cls is Exchange:
+        return _exchange_tap(stream, arrivals) if stream.arrivals is None else None
     module = getattr(cls, "__module__", "")
     own = getattr(stream, "__dict__", None)
     if own is None:
