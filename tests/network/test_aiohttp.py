@@ -12,7 +12,7 @@ from agent_latency import semconv
 from agent_latency.instrumentation.llm import Settings
 from agent_latency.instrumentation.llm._invoke import call_wrapper
 from agent_latency.instrumentation.llm.openai import CHAT, OpenAIInstrumentor
-from agent_latency.instrumentation.llm.requests import _fields
+from agent_latency.instrumentation.protocols import view
 from agent_latency.simulator import Simulator, SimulatorConfig
 
 aiohttp = pytest.importorskip("aiohttp")
@@ -43,7 +43,7 @@ def _calls(otel):
 
 async def _post(session, url: str, **body):
     async with session.post(url, json=body) as response:
-        return _fields(await response.json())
+        return view(await response.json())
 
 
 class TestAiohttpAttempts:

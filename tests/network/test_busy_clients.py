@@ -44,10 +44,8 @@ except ImportError:  # the older SDK line's environment has none
 from agent_latency.instrumentation.llm import Settings  # noqa: E402
 from agent_latency.instrumentation.llm._invoke import call_wrapper  # noqa: E402
 from agent_latency.instrumentation.llm.openai import CHAT, OpenAIInstrumentor  # noqa: E402
-from agent_latency.instrumentation.llm.requests import (  # noqa: E402
-    RequestsInstrumentor,
-    _fields,
-)
+from agent_latency.instrumentation.llm.requests import RequestsInstrumentor  # noqa: E402
+from agent_latency.instrumentation.protocols import view  # noqa: E402
 
 PREFILL_TPS = 5000.0
 OUTPUT_TPS = 100.0
@@ -296,7 +294,7 @@ async def _open_stream(session: Any, url: str, **body: Any) -> Any:
         async for line in response.content:
             payload = line.strip()[5:].strip()
             if line.startswith(b"data:") and payload != b"[DONE]":
-                yield _fields(json.loads(payload))
+                yield view(json.loads(payload))
         response.release()
 
     return chunks()

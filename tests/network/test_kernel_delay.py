@@ -67,11 +67,11 @@ class TestKernelDelay:
         from agent_latency.instrumentation.llm import Settings
         from agent_latency.instrumentation.llm._invoke import call_wrapper
         from agent_latency.instrumentation.llm.openai import CHAT
-        from agent_latency.instrumentation.llm.requests import _fields
+        from agent_latency.instrumentation.protocols import view
 
         async def post(session, **body):
             async with session.post(sim.base_url + "/v1/chat/completions", json=body) as r:
-                return _fields(await r.json())
+                return view(await r.json())
 
         async def run() -> None:
             async with aiohttp.ClientSession() as session:
