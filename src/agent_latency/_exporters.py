@@ -102,6 +102,7 @@ def _otlp_metrics_options(entry: str) -> dict[str, Any]:
     (``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE``, which the exporter reads)."""
     if not entry.startswith("otlp") or os.environ.get(TEMPORALITY_VARIABLE, "").strip():
         return {}
+    # The SDK's metrics modules load only where an OTLP metrics exporter is built.
     from opentelemetry.sdk.metrics import Counter, Histogram, ObservableCounter
     from opentelemetry.sdk.metrics.export import AggregationTemporality
 

@@ -258,11 +258,11 @@ def _before_fork() -> None:
     Greenlets (gevent) are no threads: nothing to stop."""
     if sys.version_info < (3, 12) or _threads_are_greenlets():
         return
-    from ._sdk import pause_batch  # imported by instrument() already: a look-up
+    from ._sdk import pause_batch, worker_thread  # imported by instrument() already: a look-up
 
     batches = _own_batches()
     watcher = _watcher()
-    ours = {getattr(batch, "_worker_thread", None) for batch in batches}
+    ours = {worker_thread(batch) for batch in batches}
     if watcher is not None:
         ours.add(watcher.thread)
     current = threading.current_thread()

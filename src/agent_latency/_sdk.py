@@ -251,6 +251,17 @@ def batch_queue(batch: object) -> Any:
     return getattr(batch, "_queue", None)
 
 
+def batch_of(processor: object) -> Any:
+    """The SDK batch processor behind a ``BatchSpanProcessor`` (its private
+    ``_batch_processor``), or None when the shape differs."""
+    return getattr(processor, "_batch_processor", None)
+
+
+def worker_thread(batch: object) -> Any:
+    """A batch processor's worker thread, running or not, or None when the shape differs."""
+    return getattr(batch, "_worker_thread", None)
+
+
 def span_batch_queue(processor: object) -> Any:
     """The queue (a deque with its ``maxlen``) behind a ``BatchSpanProcessor``, or None."""
-    return batch_queue(getattr(processor, "_batch_processor", None))
+    return batch_queue(batch_of(processor))

@@ -345,8 +345,11 @@ def _exporting_processors() -> tuple[list[SpanProcessor], bool, Path | None]:
 
 def _own_batches() -> list[Any]:
     """The SDK batch processors of the exports built here (their threads stop for a fork)."""
+    # Only when a fork or gevent's late patch needs the threads.
+    from ._sdk import batch_of
+
     return [batch for processors in _exporting.values() for processor in processors
-            if (batch := getattr(processor, "_batch_processor", None)) is not None]
+            if (batch := batch_of(processor)) is not None]
 
 
 def stop_exports() -> None:
