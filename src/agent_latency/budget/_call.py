@@ -144,7 +144,8 @@ def call_phases(marks: CallMarks) -> CallPhases:
         return value
 
     retry = min(max(marks.retry, 0.0), t_end - t_call)
-    t_send = clamp(marks.t_send, t_call + retry, t_end, "t_send")
+    # t_call + (t_end - t_call) can round past t_end: the send never starts after the end.
+    t_send = clamp(marks.t_send, min(t_call + retry, t_end), t_end, "t_send")
     t_sent = clamp(marks.t_sent, t_send, t_end, "t_sent")
     setup_budget = max(t_send - t_call - retry, 0.0)
     dns, connect, tls = (max(marks.dns, 0.0), max(marks.connect, 0.0), max(marks.tls, 0.0))
