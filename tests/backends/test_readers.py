@@ -25,7 +25,8 @@ from replay import Backend, jaeger_trace, serve, spans_by_trace
 from agent_latency import semconv
 from agent_latency.budget import COMPONENTS
 from agent_latency.report._read import TraceFileError
-from agent_latency.report._sources import _jaeger_spans, check_traces, load_source
+from agent_latency.report._backends import jaeger_spans
+from agent_latency.report._sources import check_traces, load_source
 from agent_latency.report._stats import summarize
 from agent_latency.report._tasks import find_tasks
 
@@ -143,7 +144,7 @@ class TestJaeger:
                             "tags": [{"key": "n", "type": "int64", "value": "7"},
                                      {"key": "otel.status_code", "type": "string",
                                       "value": "ERROR"}]}]}
-        [span] = _jaeger_spans(trace, None)
+        [span] = jaeger_spans(trace, None)
         assert span.trace_id == "0" * 30 + "1f" and span.span_id == "0" * 14 + "a1"
         assert span.parent_id == "0" * 14 + "b2" and span.attributes["n"] == 7
         assert (span.start_ns, span.end_ns, span.status) == (10_000, 15_000, "ERROR")
@@ -178,7 +179,7 @@ class TestTraceChecks:
 
     def test_clock_skew_between_services_is_corrected_and_stated(self, recorded):
         _trace_id, trace = self._jaeger(recorded)
-        original = list(_jaeger_spans(copy.deepcopy(trace), None))
+        original = list(jaeger_spans(copy.deepcopy(trace), None))
         # The tool spans come from a second host whose clock is 200 ms ahead.
         trace["processes"]["p9"] = {"serviceName": "tool-host", "tags": []}
         for span in trace["spans"]:
@@ -186,7 +187,7 @@ class TestTraceChecks:
                 span["processID"] = "p9"
                 span["startTime"] += 200_000
         problems: list[str] = []
-        [spans] = list(check_traces([list(_jaeger_spans(trace, None))], problems))
+        [spans] = list(check_traces([list(jaeger_spans(trace, None))], problems))
         skewed = [p for p in problems if "clock skew" in p]
         assert skewed and all("'tool-host'" in p for p in skewed), problems
         by_id = {s.span_id: s for s in spans}
@@ -204,7 +205,7 @@ class TestTraceChecks:
         trace["spans"] = [s for s in trace["spans"]
                           if not s["operationName"].startswith("invoke_agent")]
         problems: list[str] = []
-        [spans] = list(check_traces([list(_jaeger_spans(trace, None))], problems))
+        [spans] = list(check_traces([list(jaeger_spans(trace, None))], problems))
         assert not problems
         tasks, [problem] = find_tasks(spans)
         assert not tasks

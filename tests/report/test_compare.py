@@ -116,11 +116,22 @@ class TestCompareOnTheSimulator:
         assert not task["metrics"]["tool_execution"]["significant"]
 
     def test_same_settings_are_not_significant(self, recorded):
-        result = _cli(str(recorded["fast"][0]), str(recorded["fast2"][0]), "--json")
+        (fast_dir, fast_truth), (fast2_dir, fast2_truth) = recorded["fast"], recorded["fast2"]
+        result = _cli(str(fast_dir), str(fast2_dir), "--json")
         assert result.returncode == 0, result.stderr
         [task] = json.loads(result.stdout)["tasks"]
         significant = {k: v for k, v in task["metrics"].items() if v["significant"]}
-        assert significant == {}, significant
+        # On a loaded machine the simulator itself can pace one set slower (its ground
+        # truth moves): then the difference is real and compare must say so; the verdict
+        # is judged against the truth's own, never against a 5 % coin toss.
+        truth = shift(fast_truth, fast2_truth)
+        output = task["metrics"]["output_generation"]
+        assert output["estimate"] == pytest.approx(truth.estimate, abs=0.005), (output, truth)
+        margin = (truth.high - truth.low) / 5  # a truth near the edge may go either way
+        if truth.low < -margin and truth.high > margin:
+            assert significant == {}, (significant, truth)
+        else:
+            assert set(significant) <= {"output_generation", "wall"}, (significant, truth)
 
     def test_text_output_names_the_verdict(self, recorded):
         result = _cli(str(recorded["slow"][0]), str(recorded["fast"][0]))

@@ -42,10 +42,11 @@ from ._read import (
     complete_traces,
     not_json,
 )
-from ._sources import _sniff, check_traces
+from ._sources import check_traces
 from ._summarize import summarize_traces
 from ._summary import Summary, start_order
 from ._times import drop_repeats
+from ._trace_files import sniff
 
 #: Below this many bytes in all, one process (starting workers costs more than it saves).
 MIN_BYTES = 64 << 20
@@ -120,7 +121,7 @@ def _plain_json_lines(paths: list[Any]) -> bool:
         if not isinstance(path, Path) or not path.is_file():
             return False
         try:
-            if _sniff(path) != "otlp-json":
+            if sniff(path) != "otlp-json":
                 return False
             with path.open("rb") as f:
                 if not_json(f.readline()):
