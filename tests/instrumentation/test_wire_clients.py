@@ -444,3 +444,50 @@ class TestBadInput:
         # What was read before the break still counts: the NDJSON reply's first line.
         if path == "/api/chat":
             assert span.attributes[semconv.LLM_CHUNKS] == 2
+
+
+def _broken(message: bytes, how: str) -> bytes:
+    """An event stream message with a wrong CRC (a payload byte flipped), or cut short."""
+    if how == "cut":
+        return message[:-7]
+    broken = bytearray(message)
+    broken[-6] ^= 0xFF
+    return bytes(broken)
+
+
+class TestBrokenEventStream:
+    """boto3's ConverseStream broken mid-stream (a message's CRC wrong, or the stream ending
+    inside a message): the span ends with an error type, its first token still dated from
+    the wire, and boto3 sees the same bytes and raises or ends as it would without us."""
+
+    @pytest.mark.parametrize("how", ["crc", "cut"])
+    def test_mid_stream(self, otel, canned, how: str) -> None:
+        boto3 = pytest.importorskip("boto3")
+        path = f"/model/broken-{how}/converse-stream"
+        _Canned.replies[path] = ("application/vnd.amazon.eventstream", [
+            event_message("messageStart", b'{"role": "assistant"}'),
+            event_message("contentBlockDelta",
+                          b'{"contentBlockIndex": 0, "delta": {"text": "Hi"}}'),
+            _broken(event_message("contentBlockDelta",
+                                  b'{"contentBlockIndex": 0, "delta": {"text": "!"}}'), how)])
+        client = boto3.client("bedrock-runtime", endpoint_url=f"http://127.0.0.1:{canned}",
+                              region_name="us-east-1", aws_access_key_id="k",
+                              aws_secret_access_key="k")
+        seen: list[str] = []
+        raised: Exception | None = None
+        try:
+            for event in client.converse_stream(
+                    modelId=f"broken-{how}",
+                    messages=[{"role": "user", "content": [{"text": "x"}]}])["stream"]:
+                seen.append(next(iter(event)))
+        except Exception as exc:  # noqa: BLE001 (boto3's own error on a bad CRC)
+            raised = exc
+        # The host's call went on: it read what came before the break.
+        assert seen[:2] == ["messageStart", "contentBlockDelta"], (seen, raised)
+        assert (raised is not None) is (how == "crc"), raised
+        (span,) = _calls(otel)
+        a = span.attributes
+        assert a[semconv.ERROR_TYPE] == "MalformedResponse"
+        assert span.status.status_code is StatusCode.ERROR
+        assert a[semconv.LLM_FIRST_TOKEN_SOURCE] in (semconv.ARRIVAL_MEASURED,
+                                                     semconv.ARRIVAL_ESTIMATED), a
