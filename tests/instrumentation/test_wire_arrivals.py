@@ -97,9 +97,6 @@ class TestFirstCallOnTheWire:
     """A wire-recognised stream's first token is its bytes' arrival, not its hand-over."""
 
     @pytest.mark.parametrize("client", ["groq", "huggingface_hub"])
-    @pytest.mark.xfail(strict=False, reason=(
-        "open defect: once on Python 3.13 in an idle whole run (stop 32) the fresh process "
-        "exported no chat span; passed in the loaded run, cause not yet found"))
     def test_first_token_dated_from_the_kernel(self, sim: SimulatorProcess,
                                                client: str) -> None:
         pytest.importorskip(client)
@@ -112,7 +109,8 @@ def _dated_from_the_kernel(sim: SimulatorProcess, client: str) -> None:
     a = first_call(sim, client)
     truth = truth_of(sim, a[semconv.LLM_SERVER_REQUEST_ID])
     prefill = truth["first_token_at_mono"] - truth["started_at_mono"]
-    assert prefill < BURN / 2, "the first token must land inside the first chunk's burn"
+    # (the burn starts as the opening chunk is handed over, before the prefill's end)
+    assert prefill < BURN - 0.05, "the first token must land inside the first chunk's burn"
     assert a[semconv.LLM_FIRST_TOKEN_SOURCE] in (semconv.ARRIVAL_MEASURED,
                                                  semconv.ARRIVAL_ESTIMATED), a
     # The burn is the client's: lag behind the wire, not prefill.
