@@ -18,8 +18,9 @@ arrived by ``t``":
   socket asks (a deferred work item), and a segment that lands before then has none.
 
 The reads themselves (:meth:`Arrivals.read`) say where each event ends on the wire: the
-block's event separators (SSE's blank lines, or NDJSON's line ends where the response is
-one JSON object a line), mapped from its plaintext to the TCP bytes it consumed (the same
+block's event separators (SSE's blank lines, NDJSON's line ends where the response is one
+JSON object a line, or the end of each AWS event stream message, by its length prefix),
+mapped from its plaintext to the TCP bytes it consumed (the same
 bytes without TLS; in proportion with it, less what the reader's layers took off the socket
 and hold undecrypted), and an owner's classifier says which events carry output.
 
