@@ -15,7 +15,9 @@ Clients: the openai SDK (the baseline: its own layer), groq, mistralai and huggi
 ``InferenceClient`` (recognised on the wire: no SDK layer of ours), google-genai sync and
 async (``client.aio``: the path google-adk streams through, aiohttp underneath), google-adk
 itself when ``AGENT_LATENCY_FRAMEWORKS_PYTHON`` names a Python that has it, and ollama's
-client (NDJSON on ``/api/chat``) when the simulator serves that route.  A client whose
+client (NDJSON on ``/api/chat``) when the simulator serves that route, and boto3's
+``bedrock-runtime`` (``converse_stream`` and ``invoke_model_with_response_stream``: the AWS
+event stream, recognised on the wire).  A client whose
 package is missing, or whose route the simulator lacks, is named and skipped.
 
     python benchmarks/bench_first_call_clients.py [--repeat 5] [--only groq] [--busy 2]
@@ -39,12 +41,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_busy_client import OUTPUT_TOKENS, OUTPUT_TPS, PREFILL_TPS, WORDS, _report, _rows
 
 CLIENTS = ["openai", "groq", "mistralai", "huggingface_hub", "google-genai",
-           "google-genai-async", "google-adk", "ollama"]
+           "google-genai-async", "google-adk", "ollama", "bedrock-converse",
+           "bedrock-invoke"]
 # The Python package each client needs (in the worker's interpreter).
 PACKAGES = {"openai": "openai", "groq": "groq", "mistralai": "mistralai",
             "huggingface_hub": "huggingface_hub", "google-genai": "google.genai",
             "google-genai-async": "google.genai", "google-adk": "google.adk",
-            "ollama": "ollama"}
+            "ollama": "ollama", "bedrock-converse": "boto3", "bedrock-invoke": "boto3"}
 CALLS = ("first", "second")
 
 
@@ -156,10 +159,35 @@ def _ollama(base: str) -> None:
                            options={"num_predict": OUTPUT_TOKENS}))
 
 
+def _bedrock(base: str) -> Any:
+    import boto3
+
+    return boto3.client("bedrock-runtime", endpoint_url=base, region_name="us-east-1",
+                        # (the simulator checks no signature)
+                        aws_access_key_id="bench", aws_secret_access_key="bench")  # noqa: S106
+
+
+def _bedrock_converse(base: str) -> None:
+    client = _bedrock(base)
+    for _ in CALLS:
+        _drain(client.converse_stream(
+            modelId="sim", messages=[{"role": "user", "content": [{"text": _text()}]}],
+            inferenceConfig={"maxTokens": OUTPUT_TOKENS})["stream"])
+
+
+def _bedrock_invoke(base: str) -> None:
+    client = _bedrock(base)
+    body = json.dumps({"anthropic_version": "bedrock-2023-05-31", "max_tokens": OUTPUT_TOKENS,
+                       "messages": _messages()})
+    for _ in CALLS:
+        _drain(client.invoke_model_with_response_stream(modelId="sim", body=body)["body"])
+
+
 RUN = {"openai": _openai, "groq": _groq, "mistralai": _mistralai,
        "huggingface_hub": _huggingface_hub, "google-genai": _google_genai,
        "google-genai-async": _google_genai_async, "google-adk": _google_adk,
-       "ollama": _ollama}
+       "ollama": _ollama, "bedrock-converse": _bedrock_converse,
+       "bedrock-invoke": _bedrock_invoke}
 
 
 def worker(client: str, base: str) -> None:

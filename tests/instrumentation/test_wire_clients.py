@@ -260,6 +260,9 @@ class _Canned(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     replies: ClassVar[dict[str, tuple[str, list[bytes]]]] = {}
     extra_headers: ClassVar[dict[str, dict[str, str]]] = {}
+    # Paths answered chunked, each piece a chunk, with this pause before the last (empty)
+    # chunk.
+    chunked: ClassVar[dict[str, float]] = {}
     pause = 0.03
 
     def do_POST(self) -> None:
@@ -267,6 +270,9 @@ class _Canned(http.server.BaseHTTPRequestHandler):
         content_type, pieces = self.replies[self.path]
         self.send_response(200)
         self.send_header("content-type", content_type)
+        if self.path in self.chunked:
+            self._chunked(pieces, self.chunked[self.path])
+            return
         self.send_header("content-length", str(sum(map(len, pieces))))
         for name, value in self.headers_for(self.path).items():
             self.send_header(name, value)
@@ -275,6 +281,17 @@ class _Canned(http.server.BaseHTTPRequestHandler):
             time.sleep(self.pause)
             self.wfile.write(piece)
             self.wfile.flush()
+
+    def _chunked(self, pieces: list[bytes], last_pause: float) -> None:
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for piece in pieces:
+            time.sleep(self.pause)
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.flush()
+        time.sleep(last_pause)
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     @classmethod
     def headers_for(cls, path: str) -> dict[str, str]:
@@ -444,3 +461,86 @@ class TestBadInput:
         # What was read before the break still counts: the NDJSON reply's first line.
         if path == "/api/chat":
             assert span.attributes[semconv.LLM_CHUNKS] == 2
+
+
+def _broken(message: bytes, how: str) -> bytes:
+    """An event stream message with a wrong CRC (a payload byte flipped), or cut short."""
+    if how == "cut":
+        return message[:-7]
+    broken = bytearray(message)
+    broken[-6] ^= 0xFF
+    return bytes(broken)
+
+
+class TestBrokenEventStream:
+    """boto3's ConverseStream broken mid-stream (a message's CRC wrong, or the stream ending
+    inside a message): the span ends with an error type, its first token still dated from
+    the wire, and boto3 sees the same bytes and raises or ends as it would without us."""
+
+    @pytest.mark.parametrize("how", ["crc", "cut"])
+    def test_mid_stream(self, otel, canned, how: str) -> None:
+        boto3 = pytest.importorskip("boto3")
+        path = f"/model/broken-{how}/converse-stream"
+        _Canned.replies[path] = ("application/vnd.amazon.eventstream", [
+            event_message("messageStart", b'{"role": "assistant"}'),
+            event_message("contentBlockDelta",
+                          b'{"contentBlockIndex": 0, "delta": {"text": "Hi"}}'),
+            _broken(event_message("contentBlockDelta",
+                                  b'{"contentBlockIndex": 0, "delta": {"text": "!"}}'), how)])
+        client = boto3.client("bedrock-runtime", endpoint_url=f"http://127.0.0.1:{canned}",
+                              region_name="us-east-1", aws_access_key_id="k",
+                              aws_secret_access_key="k")
+        seen: list[str] = []
+        raised: Exception | None = None
+        try:
+            for event in client.converse_stream(
+                    modelId=f"broken-{how}",
+                    messages=[{"role": "user", "content": [{"text": "x"}]}])["stream"]:
+                seen.append(next(iter(event)))
+        except Exception as exc:  # noqa: BLE001 (boto3's own error on a bad CRC)
+            raised = exc
+        # The host's call went on: it read what came before the break.
+        assert seen[:2] == ["messageStart", "contentBlockDelta"], (seen, raised)
+        assert (raised is not None) is (how == "crc"), raised
+        (span,) = _calls(otel)
+        a = span.attributes
+        assert a[semconv.ERROR_TYPE] == "MalformedResponse"
+        assert span.status.status_code is StatusCode.ERROR
+        assert a[semconv.LLM_FIRST_TOKEN_SOURCE] in (semconv.ARRIVAL_MEASURED,
+                                                     semconv.ARRIVAL_ESTIMATED), a
+
+
+def _chunk(text: str, finish: str | None = None) -> bytes:
+    return b"data: " + json.dumps({
+        "id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}],
+    }).encode() + b"\n\n"
+
+
+class TestStreamEndsAtDone:
+    """An OpenAI-compatible stream ends at its ``data: [DONE]``: a client that stops reading
+    there (huggingface_hub's InferenceClient, its response left open until the client
+    closes) still has its call's span ended, whole and without error, while it runs on."""
+
+    def test_huggingface_stops_at_done(self, otel, canned) -> None:
+        hub = pytest.importorskip("huggingface_hub")
+        path = "/done-first/v1/chat/completions"
+        _Canned.replies[path] = ("text/event-stream", [
+            _chunk("Hi"), _chunk(" there", "stop"), b"data: [DONE]\n\n"])
+        _Canned.chunked[path] = 1.0  # the body's last chunk comes a second after [DONE]
+        client = hub.InferenceClient(base_url=f"http://127.0.0.1:{canned}/done-first/v1",
+                                     api_key="k")
+        t0 = time.perf_counter()
+        text = "".join(c.choices[0].delta.content or "" for c in client.chat_completion(
+            messages=[{"role": "user", "content": "x"}], model="m", stream=True))
+        assert text == "Hi there"
+        assert time.perf_counter() - t0 < 1.0, "the client waited for the last chunk"
+        (span,) = _calls(otel)  # ended while the client (and its response) is still open
+        a = span.attributes
+        assert semconv.ERROR_TYPE not in a, a
+        assert a[semconv.LLM_STREAMING] is True
+        assert a[semconv.LLM_CHUNKS] == 2
+        total = sum(a[attr] for attr, _, _ in semconv.LLM_PHASES)
+        assert total == pytest.approx((span.end_time - span.start_time) / 1e9, abs=2e-6)
+        assert (span.end_time - span.start_time) / 1e9 < 1.0
+        client.close()

@@ -27,6 +27,7 @@ from agent_latency.instrumentation.net import (
     recognise_with,
 )
 from agent_latency.instrumentation.net._watcher import WATCHER
+from agent_latency.simulator._bedrock import event_message
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="kernel receive stamps (SO_TIMESTAMPNS) are Linux's")
@@ -172,6 +173,36 @@ class TestEventEnds:
         head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
         data = head + b'{"not": "an event"}\n' + event(1)
         assert self.ends(data) == [len(data)]
+
+    def test_event_stream_messages_under_chunks(self) -> None:
+        """The AWS event stream (Bedrock's): each binary message is an event, found by its
+        length prefix in the chunked body, wherever the chunks and the reads cut it."""
+        one = event_message("messageStart", b'{"role": "assistant"}')
+        two = event_message("contentBlockDelta", b'{"delta": {"text": "Hi"}}')
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.amazon.eventstream\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")
+        body = one + two
+        cut = len(one) + 9  # a chunk ends inside the second message's prelude
+        framed = (head + b"%x\r\n" % cut + body[:cut] + b"\r\n"
+                  + b"%x\r\n" % (len(body) - cut) + body[cut:] + b"\r\n0\r\n\r\n")
+        first_end = framed.index(one) + len(one)
+        second_end = framed.index(body[cut:]) + len(body) - cut
+        rest = framed[len(head):]  # (the head in the first read, where its type is seen)
+        events = self.events(head, *(rest[i:i + 7] for i in range(0, len(rest), 7)))
+        assert events == [(first_end, b'event: messageStart\ndata: {"role": "assistant"}'),
+                          (second_end, b'event: contentBlockDelta\ndata: {"delta": {"text": '
+                                       b'"Hi"}}')]
+
+    def test_a_broken_event_stream_message_ends_the_search(self) -> None:
+        """A message whose CRC is wrong, or a stream cut inside one: the events before it
+        keep their ends; nothing after it is taken for an event."""
+        one = event_message("messageStart", b'{"role": "assistant"}')
+        two = bytearray(event_message("contentBlockDelta", b'{"delta": {"text": "Hi"}}'))
+        two[-6] ^= 0xFF  # a payload byte: the message's CRC no longer matches
+        three = event_message("contentBlockDelta", b'{"delta": {"text": "!"}}')
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.amazon.eventstream\r\n\r\n"
+        assert self.ends(head + one + bytes(two) + three) == [len(head) + len(one)]
+        assert self.ends(head + one + three[:-7]) == [len(head) + len(one)]
 
     def test_records_handed_over_one_by_one(self, pair) -> None:
         """Plaintext decrypted from bytes an earlier read took off the socket (3.10's

@@ -104,8 +104,8 @@ _REQUEST_ATTRIBUTES = (("max_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
 class WireCall:
     """One model request seen on the wire: the network layer's observer of its exchange."""
 
-    __slots__ = ("body", "call", "first", "framer", "generic", "inject", "is_output", "marks",
-                 "status", "tail")
+    __slots__ = ("body", "call", "done", "ended", "first", "framer", "generic", "inject",
+                 "is_output", "marks", "status", "tail")
 
     def __init__(self, call: LLMCall, protocol: WireProtocol, inject: bool) -> None:
         self.call = call
@@ -119,6 +119,9 @@ class WireCall:
         self.body: list[bytes] | None = []
         self.first: bytes | None = None
         self.tail: deque[bytes] = deque(maxlen=_TAIL)
+        # Whether the stream's own end (``data: [DONE]``) was read; whether the call ended.
+        self.done = False
+        self.ended = False
         call.span.set_attribute(semconv.LLM_PROTOCOL, protocol.name)
 
     # -- the request -----------------------------------------------------------------------
@@ -199,9 +202,25 @@ class WireCall:
             self._event(event, t)
         if self.marks is not None:
             self.marks.handed_over()
+        if self.done:
+            self._stream_done(t)
+
+    def _stream_done(self, t: float) -> None:
+        """The stream's own end (an OpenAI-compatible ``data: [DONE]``) was read at ``t``: the
+        call ends with it.  A client may stop reading there: huggingface_hub's
+        ``InferenceClient`` breaks on it and keeps the response open until the client
+        closes, so the HTTP body's last chunk, sent a moment later, stays unread; waiting
+        for it left the span open (none exported while the program ran on), then cut."""
+        attempts = self.call.attempts
+        if attempts:
+            attempt = attempts[-1]
+            attempt.t_body_done = attempt.t_received = t
+        self.response_end(t, None)
 
     def _event(self, event: bytes, t: float) -> None:
         if b"data:" not in event or b"[DONE]" in event or b"event: ping" in event:
+            if event.replace(b" ", b"") == b"data:[DONE]":
+                self.done = True
             return
         call = self.call
         n = call.chunks
@@ -219,6 +238,9 @@ class WireCall:
             call.outputs += 1
 
     def response_end(self, t: float, error: BaseException | None) -> None:
+        if self.ended:
+            return  # ended at the stream's own end (its body's last chunk came later)
+        self.ended = True
         call = self.call
         if error is None and self.status >= 400:
             error = HTTPStatusError(f"HTTP {self.status}")

@@ -18,8 +18,9 @@ arrived by ``t``":
   socket asks (a deferred work item), and a segment that lands before then has none.
 
 The reads themselves (:meth:`Arrivals.read`) say where each event ends on the wire: the
-block's event separators (SSE's blank lines, or NDJSON's line ends where the response is
-one JSON object a line), mapped from its plaintext to the TCP bytes it consumed (the same
+block's event separators (SSE's blank lines, NDJSON's line ends where the response is one
+JSON object a line, or the end of each AWS event stream message, by its length prefix),
+mapped from its plaintext to the TCP bytes it consumed (the same
 bytes without TLS; in proportion with it, less what the reader's layers took off the socket
 and hold undecrypted), and an owner's classifier says which events carry output.
 
@@ -50,6 +51,14 @@ from time import perf_counter
 from typing import Any
 
 from ... import semconv
+from ..protocols._framing import (
+    BY_CONTENT_TYPE,
+    EVENT_STREAM,
+    MalformedResponse,
+    StreamException,
+    event_stream_message,
+)
+from ._exchange import parse_headers
 from ._kernel import (
     enable_timestamps,
     last_transmitted,
@@ -74,13 +83,18 @@ _PACE_WINDOW = 8
 # long is past its first token, and its last is found only while the tap stays).
 _PENDING_CAP = 8 << 20
 
-#: A response's framing (``Arrivals.framing``): server-sent events, or one JSON object a line.
+#: A response's framing (``Arrivals.framing``): server-sent events, one JSON object a line, or
+#: the AWS event stream's binary messages (:data:`EVENT_STREAM`).
 SSE = "sse"
 NDJSON = "ndjson"
 # The response head's first bytes looked at for its content type, and the NDJSON types.
 _HEAD_SNIFF = 4096
 _NDJSON_TYPES = (b"application/x-ndjson", b"application/ndjson", b"application/jsonl",
                  b"application/x-jsonlines", b"application/json-seq")
+_EVENT_STREAM_TYPES = tuple(kind.encode() for kind, framing in BY_CONTENT_TYPE.items()
+                            if framing == EVENT_STREAM)
+# A response head longer than this is not waited for (its body's messages are not found).
+_HEAD_CAP = 64 * 1024
 
 
 def _queued(fd: int) -> int:
@@ -306,10 +320,17 @@ class Arrivals:
         framing = self.framing
         if framing is None:
             head = self._blocks[0][2][:_HEAD_SNIFF].lower()
-            framing = NDJSON if head.startswith(b"http/1.") and any(
-                kind in head for kind in _NDJSON_TYPES) else SSE
+            framing = SSE
+            if head.startswith(b"http/1."):
+                if any(kind in head for kind in _EVENT_STREAM_TYPES):
+                    framing = EVENT_STREAM
+                elif any(kind in head for kind in _NDJSON_TYPES):
+                    framing = NDJSON
             self.framing = framing
-        yield from (self._scan_lines() if framing == NDJSON else self._scan_events())
+        if framing == EVENT_STREAM:
+            yield from self._scan_messages()
+        else:
+            yield from (self._scan_lines() if framing == NDJSON else self._scan_events())
 
     def _take_block(self) -> tuple[int, int, bytes, float] | None:
         """The oldest block read and not scanned: its wire start and end, its bytes and wire
@@ -340,6 +361,83 @@ class Arrivals:
                     yield c0 + min(round(prev * scale), c1 - c0), line
                 pos = data.find(b"\n", prev)
             partial = (partial + data[prev:])[-_EVENT_CAP:]
+
+    def _scan_messages(self) -> Iterator[tuple[int, bytes] | None]:
+        """The AWS event stream: each message (length-prefixed, both CRCs checked, read by
+        the protocols' own :func:`event_stream_message`) in the body under the response head
+        and a chunked transfer coding.  A broken message ends the search: the events before
+        it keep their times, and the call's own framer reports the break."""
+        # The response head read so far (None: passed, or not read through the tap), whether
+        # the body is chunked, body bytes left in the current chunk, a chunk-size line read
+        # so far, the bytes of a message not whole yet.
+        head: bytes | None = b"" if self._blocks[0][2][:5].upper() == b"HTTP/" else None
+        chunked = False
+        chunk_left = 0
+        line = b""
+        held = b""
+        while True:
+            block = self._take_block()
+            if block is None:
+                yield None
+                continue
+            c0, c1, data, scale = block
+            pos, size = 0, len(data)
+            while pos < size:
+                if head is not None:
+                    joined = head + data[pos:]
+                    end = joined.find(b"\r\n\r\n")
+                    if end < 0:
+                        if len(joined) > _HEAD_CAP:
+                            return
+                        head = joined
+                        break
+                    pos += end + 4 - len(head)
+                    lines = joined[:end].split(b"\r\n")
+                    if lines[0][9:10] == b"1":
+                        head = b""  # 100 Continue and the like: the real head follows
+                        continue
+                    head = None
+                    chunked = "chunked" in parse_headers(lines[1:]).get(
+                        "transfer-encoding", "").lower()
+                    continue
+                if chunked and not chunk_left:
+                    # A chunk-size line (the blank line ending the chunk before it, skipped).
+                    joined = line + data[pos:]
+                    end = joined.find(b"\r\n")
+                    if end < 0:
+                        line = joined[-_HEAD_SNIFF:]
+                        break
+                    pos += end + 2 - len(line)
+                    line = b""
+                    digits = joined[:end].split(b";", 1)[0].strip()
+                    if digits:
+                        try:
+                            chunk_left = int(digits, 16)
+                        except ValueError:
+                            return
+                        if not chunk_left:
+                            return  # the last chunk
+                    continue
+                take = min(chunk_left, size - pos) if chunked else size - pos
+                if chunked:
+                    chunk_left -= take
+                # The message ends found in this piece of the body, by the piece's bytes.
+                base = len(held)
+                buf = held + data[pos:pos + take] if held else data[pos:pos + take]
+                start = 0
+                while True:
+                    try:
+                        found = event_stream_message(buf, start)
+                    except (MalformedResponse, StreamException):
+                        return
+                    if found is None:
+                        break
+                    start, event = found
+                    yield c0 + min(round((pos + start - base) * scale), c1 - c0), event
+                held = buf[start:]
+                if len(held) > _EVENT_CAP:
+                    return  # a message this long is not waited for: never an unbounded buffer
+                pos += take
 
     def _scan_events(self) -> Iterator[tuple[int, bytes] | None]:
         """SSE: each event that carries data (not a keep-alive comment, ``ping`` or

@@ -157,6 +157,30 @@ def event_stream_headers(block: bytes) -> dict[str, str]:
     return headers
 
 
+def event_stream_message(buf: bytes, start: int) -> tuple[int, bytes] | None:
+    """The AWS event stream message at ``buf[start:]``, both CRCs checked: where it ends in
+    ``buf`` and its event (``event: TYPE`` and ``data: PAYLOAD``); None while it is not
+    whole.  Raises :class:`MalformedResponse` (a bad length or CRC, a cut header) or
+    :class:`StreamException` (an exception message)."""
+    if len(buf) - start < _PRELUDE:
+        return None
+    total, header_length = struct.unpack_from(">II", buf, start)
+    if not _MIN_MESSAGE <= total <= _MAX_MESSAGE or header_length > total - _MIN_MESSAGE:
+        raise MalformedResponse(f"an event stream frame has a bad length {total}")
+    if zlib.crc32(buf[start:start + 8]) != struct.unpack_from(">I", buf, start + 8)[0]:
+        raise MalformedResponse("an event stream frame's prelude CRC is wrong")
+    if len(buf) - start < total:
+        return None
+    end = start + total
+    if zlib.crc32(buf[start:end - 4]) != struct.unpack_from(">I", buf, end - 4)[0]:
+        raise MalformedResponse("an event stream frame's message CRC is wrong")
+    try:
+        return end, _event(buf[start + _PRELUDE:start + _PRELUDE + header_length],
+                           buf[start + _PRELUDE + header_length:end - 4])
+    except (struct.error, IndexError):
+        raise MalformedResponse("an event stream header is cut") from None
+
+
 class EventStreamFramer(_Framer):
     """``application/vnd.amazon.eventstream``: binary messages, each checked (both CRCs)."""
 
@@ -166,27 +190,16 @@ class EventStreamFramer(_Framer):
         buf = self.pending + data if self.pending else data
         events = []
         start = 0
-        while self.error is None and len(buf) - start >= _PRELUDE:
-            total, header_length = struct.unpack_from(">II", buf, start)
-            if not _MIN_MESSAGE <= total <= _MAX_MESSAGE or header_length > total - _MIN_MESSAGE:
-                self.error = MalformedResponse(f"an event stream frame has a bad length {total}")
-                break
-            if zlib.crc32(buf[start:start + 8]) != struct.unpack_from(">I", buf, start + 8)[0]:
-                self.error = MalformedResponse("an event stream frame's prelude CRC is wrong")
-                break
-            if len(buf) - start < total:
-                break
-            end = start + total
-            if zlib.crc32(buf[start:end - 4]) != struct.unpack_from(">I", buf, end - 4)[0]:
-                self.error = MalformedResponse("an event stream frame's message CRC is wrong")
-                break
+        while self.error is None:
             try:
-                events.append(_event(buf[start + _PRELUDE:start + _PRELUDE + header_length],
-                                     buf[start + _PRELUDE + header_length:end - 4]))
-            except (MalformedResponse, StreamException, struct.error, IndexError) as exc:
-                self.error = (exc if isinstance(exc, (MalformedResponse, StreamException))
-                              else MalformedResponse("an event stream header is cut"))
-            start = end
+                found = event_stream_message(buf, start)
+            except (MalformedResponse, StreamException) as exc:
+                self.error = exc
+                break
+            if found is None:
+                break
+            start, event = found
+            events.append(event)
         self.pending = b"" if self.error is not None else buf[start:]
         return events
 
