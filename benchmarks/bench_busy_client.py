@@ -397,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(rows: list[dict[str, Any]]) -> int:
     print(f"{'scenario':<18}{'prefill ms':>11}{'truth':>8}{'err':>8}  {'output ms':>10}"
-          f"{'truth':>8}{'err':>8}  {'first/last token':<22}{'lag':>8}{'tail':>8}{'±first':>8}{'±last':>8}")
+          f"{'truth':>8}{'err':>8}  {'first/last token':<22}{'lag':>8}{'tail':>8}"
+          f"{'±first':>8}{'±last':>8}")
     misses = 0
     for r in rows:
         err_p = _error(r["prefill"], r["prefill_truth"])

@@ -62,9 +62,21 @@ def collection_time() -> float:
     return time.perf_counter() - started
 
 
+@pytest.fixture
+def frozen() -> Iterator[None]:
+    """The process's objects so far frozen out of collections (``gc.freeze``), for the
+    test's own heap alone to set how long one takes; thawed after it."""
+    gc.freeze()
+    yield
+    gc.unfreeze()
+
+
 def heap_for(seconds: float) -> list[list[int]]:
     """A heap whose full collection takes about ``seconds`` on this machine, now (measured,
-    then trimmed: a loaded machine's collections are slower than the size says)."""
+    then trimmed: a loaded machine's collections are slower than the size says).  Only
+    under ``frozen``: what a whole suite leaves on the heap (0.2 to 0.55 s of collection
+    measured here, with the SDKs imported) would otherwise be collected too, and no
+    trimming of this heap can take the collection below it."""
     heap = [[i] for i in range(100_000)]
     per_item = collection_time() / len(heap)
     heap = [[i] for i in range(int(seconds / max(per_item, 1e-9)))]
@@ -91,10 +103,7 @@ def prefill_of(sim: SimulatorProcess, client: openai.OpenAI) -> float:
 class TestGarbageCollection:
     """A collection during prefill holds the GIL as the first token lands: client lag."""
 
-    @pytest.mark.xfail(strict=False, reason=(
-        "open defect: once in the whole suite on an idle machine (stop 32), prefill 0.66 s "
-        "for the truth's 0.40: the collection's wait was booked as prefill; it passes alone "
-        "and under load, cause not yet found"))
+    @pytest.mark.usefixtures("frozen")
     def test_collection_during_prefill(self, otel: Any, sim: SimulatorProcess) -> None:
         client = openai.OpenAI(base_url=sim.base_url + "/v1", api_key="k", max_retries=0)
         prefill = prefill_of(sim, client)
@@ -116,6 +125,15 @@ class TestGarbageCollection:
         if not started < truth["first_token_at_mono"] < ended < truth["last_token_at_mono"]:
             pytest.skip("the first token did not land during the collection, or the "
                         "collection outlasted the stream")
+        if ended > truth["last_token_at_mono"] - 0.05:
+            # It held all but the last few tokens (a machine several times slower): no pace
+            # of the stream's own to date the first token by, TestCollectionThroughTheStream's
+            # case: its bound holds the truth.
+            seen = span.attributes[semconv.LLM_PREFILL]
+            truth_prefill = truth["first_token_at_mono"] - truth["started_at_mono"]
+            bound = span.attributes[semconv.LLM_FIRST_TOKEN_BOUND]
+            assert abs(seen - truth_prefill) <= bound + 0.005 + busy_slack(), (seen, bound)
+            return
         check_against_truth(span, truth)
         # The time the token waited for the collection is the client's lag (within the
         # bound the first token's time has).
