@@ -11,12 +11,16 @@ no wire data), the client's lag (hand-over minus arrival of the first token) and
 
 Scenarios: asyncio with 8 and 16 parallel streams and 2/5/10 ms of the program's own CPU per
 chunk on the event loop; a 150 ms garbage collection during prefill and one during output;
+a collection longer than the whole stream (started just after the request left);
 three threads holding the GIL; the first streamed call of a process for openai chat,
 Responses, Anthropic and litellm; the first Responses WebSocket response; a known lag after
 the last token (the program sleeps before reading the end); and the asyncio and collection
 cases again through a TLS forwarder.  Goals: prefill and output generation within
 max(5 ms, 5 %) of the truth, max(10 ms, 5 %) where a collection holds the GIL as the first
-token lands; the known lag within max(5 ms, 5 %).
+token lands; the known lag within max(5 ms, 5 %).  A collection that holds the GIL through
+the whole stream leaves nothing to date its tokens by (the kernel merges what queues behind
+it into one segment with the newest stamp): there the goal is that the first token's
+bound (``±first``, the one shown with the split) holds the error of both figures.
 
     python benchmarks/bench_busy_client.py [--only async] [--repeat 1]
 
@@ -48,10 +52,13 @@ OUTPUT_TPS = 100.0
 WORDS = 1000  # ~2,000 input tokens: ~0.4 s of prefill
 OUTPUT_TOKENS = 30  # ~0.3 s of output generation
 KNOWN_LAG = 0.2
+# Seconds of the collection longer than the whole stream (~0.7 s; a heap's collection takes
+# less than its sample says once the heap is built: 1.3 s for 2 s here).
+STREAM_COLLECTION = 2.0
 
 SCENARIOS = [
     *(f"async:{n}:{w}" for n in (8, 16) for w in (2, 5, 10)),
-    "gc:prefill", "gc:output", "threads",
+    "gc:prefill", "gc:output", "gc:stream", "threads",
     "first:chat", "first:responses", "first:anthropic", "first:litellm", "first:websocket",
     "lag", "tls:async:8:5", "tls:gc:prefill",
 ]
@@ -75,6 +82,10 @@ def _collection_time() -> float:
 
 
 def _heap_for(seconds: float) -> list[list[int]]:
+    # What the process holds already (the SDKs' modules) is frozen out of collections: left
+    # in, it made each sample item look dearer and the heap smaller than asked (a 2 s heap
+    # collected in 0.4 s after openai's import), and no trimming can undo it.
+    gc.freeze()
     heap = [[i] for i in range(100_000)]
     per_item = _collection_time() / len(heap)
     heap = [[i] for i in range(int(seconds / max(per_item, 1e-9)))]
@@ -136,6 +147,8 @@ def _run_async(base: str, cafile: str | None, streams: int, work: float) -> None
 def _run_gc(base: str, cafile: str | None, when: str) -> dict[str, float]:
     client = _openai(base, cafile)
     prefill = _warm_up(client)
+    if when == "stream":
+        return _collect_through_stream(client)
     heap = _heap_for(0.15)
     stream = _chat(client, 60)
     if when == "prefill":
@@ -154,6 +167,27 @@ def _run_gc(base: str, cafile: str | None, when: str) -> dict[str, float]:
                 ended = time.perf_counter()
     del heap
     return {"pause_start": started, "pause_end": ended}
+
+
+def _collect_through_stream(client: Any) -> dict[str, float]:
+    """A collection longer than the whole stream: started by another thread just after the
+    request left (the call waits for the response's head, sent with the first token), so
+    every byte of the response lands while it holds the GIL."""
+    heap = _heap_for(STREAM_COLLECTION)
+    pause: dict[str, float] = {}
+
+    def collect() -> None:
+        pause["pause_start"] = time.perf_counter()
+        gc.collect()
+        pause["pause_end"] = time.perf_counter()
+
+    collector = threading.Timer(0.05, collect)
+    collector.start()
+    for _ in _chat(client):
+        pass
+    collector.join()
+    del heap
+    return pause
 
 
 def _run_threads(base: str) -> None:
@@ -307,6 +341,12 @@ def _rows(scenario: str, result: dict[str, Any], truths: list[dict[str, Any]]
             "gil_held_at_first": (result["meta"].get("pause_start", 0)
                                   < truth["first_token_at_mono"]
                                   < result["meta"].get("pause_end", 0)),
+            "gil_held_throughout": (result["meta"].get("pause_start", 0)
+                                    < first[0]
+                                    and truth["last_token_at_mono"]
+                                    < result["meta"].get("pause_end", 0)),
+            "bound": a.get(semconv.LLM_FIRST_TOKEN_BOUND, 0.0),
+            "last_bound": a.get(semconv.LLM_LAST_TOKEN_BOUND, 0.0),
         })
     return rows
 
@@ -357,14 +397,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(rows: list[dict[str, Any]]) -> int:
     print(f"{'scenario':<18}{'prefill ms':>11}{'truth':>8}{'err':>8}  {'output ms':>10}"
-          f"{'truth':>8}{'err':>8}  {'first/last token':<22}{'lag':>8}{'tail':>8}")
+          f"{'truth':>8}{'err':>8}  {'first/last token':<22}{'lag':>8}{'tail':>8}"
+          f"{'±first':>8}{'±last':>8}")
     misses = 0
     for r in rows:
         err_p = _error(r["prefill"], r["prefill_truth"])
         err_o = _error(r["output"], r["output_truth"])
         tol = 0.010 if r["gil_held_at_first"] else 0.005
-        ok = (_within(err_p, r["prefill_truth"][1], tol)
-              and _within(err_o, r["output_truth"][1], tol))
+        if r["gil_held_throughout"]:
+            # Nothing can date the tokens inside such a collection: the goal is the bound
+            # shown with the split (the first token's), holding the truth.
+            ok = abs(err_p) <= r["bound"] + tol and abs(err_o) <= r["bound"] + tol
+        else:
+            ok = (_within(err_p, r["prefill_truth"][1], tol)
+                  and _within(err_o, r["output_truth"][1], tol))
         known = r["meta"].get("known_lag")
         if known is not None:
             ok = ok and _within(r["tail"] - known, known, 0.005)
@@ -373,9 +419,11 @@ def _report(rows: list[dict[str, Any]]) -> int:
               f"{err_p * 1e3:>+8.1f}  {r['output'] * 1e3:>10.1f}"
               f"{r['output_truth'][1] * 1e3:>8.1f}"
               f"{err_o * 1e3:>+8.1f}  {r['first'] + '/' + r['last']:<22}"
-              f"{r['lag'] * 1e3:>8.1f}{r['tail'] * 1e3:>8.1f}{'' if ok else '  MISSED'}")
+              f"{r['lag'] * 1e3:>8.1f}{r['tail'] * 1e3:>8.1f}{r['bound'] * 1e3:>8.1f}"
+              f"{r['last_bound'] * 1e3:>8.1f}{'' if ok else '  MISSED'}")
     print(f"\n{len(rows) - misses}/{len(rows)} calls within the goal "
           "(max(5 ms, 5 %); 10 ms where a collection held the GIL as the first token landed; "
+          "within the first token's bound, ±first, where one held it through the whole stream; "
           "the known lag within max(5 ms, 5 %))")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0

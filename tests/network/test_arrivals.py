@@ -305,6 +305,30 @@ class TestKernelStamps:
         unpaced = arrivals.arrival(first)
         assert unpaced is not None and arrivals.t_start <= unpaced.t <= newest.t
 
+    def test_a_guessed_pace_is_bounded_both_ways(self, pair) -> None:
+        client, server = pair
+        arrivals = Arrivals(client)
+        time.sleep(0.1)  # the window opens well before the first event
+        sends = []
+        for n in range(3):
+            sends.append(timed_send(server, event(n)))
+            time.sleep(0.03)
+        arrivals.observe()
+        data = client.recv(4096)
+        arrivals.read(data, perf_counter())
+        arrivals.scan()
+        first = arrivals.ends[0]
+        # Another stream's pace, three times too slow: the date lands at the window's start,
+        # 0.1 s before the truth.
+        guessed = arrivals.arrival(first, pace=0.1, waited=True, pace_seen=False)
+        assert guessed is not None and guessed.source == "estimated"
+        assert guessed.t < sends[0][0] - 0.05
+        # Its bound reaches to the newest stamp: the truth lies within it.
+        assert abs(sends[0][0] - guessed.t) <= guessed.bound + CLOCK_SLACK, guessed
+        # The same pace seen on the stream itself keeps the bound of the earlier side only.
+        seen = arrivals.arrival(first, pace=0.1, waited=True)
+        assert seen is not None and seen.bound < guessed.bound
+
     def test_a_read_time_is_kept_where_nothing_was_queued(self, pair) -> None:
         client, server = pair
         arrivals = Arrivals(client)

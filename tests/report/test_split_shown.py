@@ -142,3 +142,43 @@ class TestSplitSource:
         budget.counts.update(not_split_calls=0, estimated_calls=0)
         assert "(" not in budget.summary("t")
         assert budget.prefill_tokens_per_second == pytest.approx(30 / 0.96)
+
+
+class TestSplitBound:
+    """The split point's bound (the calls' first-token bounds summed) shown after both
+    figures it moves time between, in the task line and the report; nothing under 0.5 ms."""
+
+    @staticmethod
+    def _budget(bound_us: int) -> Budget:
+        shares = {"output_generation": 0.33, "prefill": 0.37, "tool_execution": 0.0,
+                  "network_overhead": 0.01, "other": 1.29}
+        return Budget(wall=2.0, shares=shares, busy=dict(shares),
+                      counts={"llm_calls": 1, "split_bound_us": bound_us})
+
+    def test_the_task_line(self):
+        assert self._budget(326_000).summary("t").startswith(
+            "task t 2.00s = output 0.33 ±0.33 | prefill 0.37 ±0.33 | tools 0.00")
+        assert "±" not in self._budget(4_000).summary("t")  # 0.00 at two decimals
+
+    def test_the_report_text(self):
+        from io import StringIO
+
+        from agent_latency.report._render import render_budget
+
+        out = StringIO()
+        render_budget("t", self._budget(326_000), out)
+        assert "prefill and output generation: split point ±0.326 s: a first token" \
+            in out.getvalue()
+        out = StringIO()
+        render_budget("t", self._budget(400), out)
+        assert "split point" not in out.getvalue()
+
+    def test_counted_from_the_calls(self):
+        from agent_latency.budget import COUNT_NAMES
+        from agent_latency.codec import count_span
+
+        counts = dict.fromkeys(COUNT_NAMES, 0)
+        for bound in (0.25, 0.076, 0.0):
+            count_span(counts, "llm", {semconv.LLM_FIRST_TOKEN_BOUND: bound})
+        count_span(counts, "llm", {})  # a non-streamed call: none
+        assert counts["split_bound_us"] == 326_000

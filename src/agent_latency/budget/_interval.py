@@ -22,7 +22,10 @@ NETWORK_COUNTS = ("round_trips", "ws_messages_sent", "ws_messages_received", "by
 #: ``not_split_calls``: non-streamed LLM calls whose server time nothing could split into
 #: prefill and output generation (no learned rates, no server timing): all of it is booked
 #: as prefill.  ``estimated_calls``: non-streamed calls split with rates learned from streams.
-SPLIT_COUNTS = ("not_split_calls", "estimated_calls")
+#: ``split_bound_us``: microseconds, the sum of the streamed calls' first-token bounds: how
+#: far the split point between prefill and output generation may be off (a first token that
+#: arrived while a pause held the client is dated by estimate).
+SPLIT_COUNTS = ("not_split_calls", "estimated_calls", "split_bound_us")
 COUNT_NAMES = ("llm_calls", "tool_calls", "http_round_trips", "new_connections",
                "tls_handshakes", "input_tokens", "output_tokens", "subtasks", *NETWORK_COUNTS,
                *SPLIT_COUNTS)

@@ -88,6 +88,27 @@ class Budget:
         calls = self.counts.get("llm_calls", 0)
         return bool(calls) and self.counts.get("not_split_calls", 0) == calls
 
+    @property
+    def split_bound(self) -> float:
+        """Seconds by which the split between prefill and output generation may be off
+        either way (``split_bound_us``): as much of one may be the other's."""
+        return self.counts.get("split_bound_us", 0) / 1e6
+
+    def bound_mark(self) -> str:
+        """`` ±s.ss`` after prefill and output generation in the task line, when the split
+        point's bound shows at two decimals; empty otherwise."""
+        bound = self.split_bound
+        return f" ±{bound:.2f}" if round(bound, 2) > 0 else ""
+
+    def bound_note(self) -> str:
+        """The split point's bound in words (empty when it is under a millisecond)."""
+        bound = self.split_bound
+        if bound < 0.0005:
+            return ""
+        return (f"split point ±{bound:.3f} s: a first token arrived while a pause (a long "
+                "garbage collection) held the client, so its time is estimated and up to that "
+                "much of either may be the other's")
+
     def split_note(self) -> str:
         """How far prefill and output generation are measured, in words; empty when every
         call's split was measured or server-reported.  ``not split: non-streamed`` when no
@@ -113,8 +134,9 @@ class Budget:
             # Nothing tells prefill from output: one figure, said to be the server's.
             model = f"server {s['output_generation'] + s['prefill']:.2f} ({note})"
         else:
-            model = (f"output {s['output_generation']:.2f} | prefill {s['prefill']:.2f}"
-                     + (f" ({note})" if note else ""))
+            mark = self.bound_mark()
+            model = (f"output {s['output_generation']:.2f}{mark} | prefill {s['prefill']:.2f}"
+                     f"{mark}" + (f" ({note})" if note else ""))
         line = (
             f"task {name} {self.wall:.2f}s = {model} | tools {s['tool_execution']:.2f}"
             f" | network {s['network_overhead']:.2f} | other {s['other']:.2f}"

@@ -142,11 +142,14 @@ def count_span(counts: dict[str, int], kind: str, attributes: Mapping[str, Any],
         new_connection = get(semconv.LLM_CONNECTION_REUSED) is False
         tls = (get(semconv.LLM_TLS) or 0) > 0
         source = split_source(attributes)
+        bound_us = round(max(float(get(semconv.LLM_FIRST_TOKEN_BOUND, 0) or 0), 0.0) * 1e6)
         counts["llm_calls"] += 1
         if source == semconv.SOURCE_NOT_SPLIT:
             _add(counts, "not_split_calls", 1)
         elif source == semconv.SOURCE_ESTIMATED:
             _add(counts, "estimated_calls", 1)
+        if bound_us:
+            _add(counts, "split_bound_us", bound_us)
         counts["input_tokens"] += input_tokens
         counts["output_tokens"] += output_tokens
         _add(counts, "round_trips", attempts)

@@ -310,13 +310,17 @@ def _waterfall(task: StoredTask, nested: Sequence[StoredTask] = (), *, scale_ns:
         "name": task.name, "trace_id": task.span.trace_id, "wall": budget.wall,
         "url": (link or _linker(None))(task.span.trace_id),
         "shares": [{"label": labels[c], "seconds": budget.shares[c],
+                    # The split point's bound, after both figures it moves time between.
+                    "bound": budget.split_bound if c in ("prefill", "output_generation")
+                    else 0.0,
                     "pct": 100 * budget.shares[c] / (budget.wall or 1),
                     # The swatch of the bars it names.
                     "colour": PHASE_COLOURS["server"] if (
                         c == "prefill" and budget.all_server_time_unsplit)
                     else COMPONENT_COLOURS[c]} for c in COMPONENTS
                    if not (c == "output_generation" and budget.all_server_time_unsplit)],
-        "split_note": budget.split_note(),
+        "split_note": "; ".join(note for note in (budget.split_note(), budget.bound_note())
+                                if note),
         "other_parts": other_parts_line(budget),
         "rows": rows, "ticks": ticks, "height": 20 + len(rows) * ROW_HEIGHT + 22,
         "width": WIDTH, "label_width": LABEL_WIDTH,

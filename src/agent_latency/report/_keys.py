@@ -19,6 +19,7 @@ BUDGET_KEYS = frozenset({
     semconv.BUDGET_WALL, semconv.BUDGET_OUTPUT_TOKENS_PER_SECOND,
     semconv.BUDGET_PREFILL_TOKENS_PER_SECOND,
     semconv.LLM_LAST_TOKEN_LAG, semconv.TASK_STARTUP, semconv.SPANS_LOST,
+    semconv.LLM_FIRST_TOKEN_BOUND,
     *(semconv.budget_other_part(p) for p in semconv.OTHER_PARTS),
     *(semconv.budget_share(c) for c in COMPONENTS),
     *(semconv.budget_busy(c) for c in COMPONENTS),

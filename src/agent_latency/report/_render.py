@@ -98,6 +98,8 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None, *,
         print(f"  {counts_line(budget)}", file=out)
         if line := split_line(budget):
             print(f"  {line}", file=out)
+        if line := budget.bound_note():
+            print(f"  prefill and output generation: {line}", file=out)
         if line := other_parts_line(budget):
             print(f"  {line}", file=out)
         return
@@ -121,6 +123,8 @@ def render_budget(name: str, budget: Budget, stream: IO[str] | None = None, *,
         console.print(Text(f"  {line}"))
     if line := split_line(budget):
         console.print(Text(f"  {line}"))
+    if line := budget.bound_note():
+        console.print(Text(f"  prefill and output generation: {line}"))
     # Wrapped between items ourselves: rich would break "61 output | tokens" anywhere.
     for row in wrap_items(counts_line(budget).split(", "), console.width, "  "):
         console.print(Text(row), soft_wrap=True)

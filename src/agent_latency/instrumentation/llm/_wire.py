@@ -180,27 +180,29 @@ def _stop(chunks: Any) -> None:
 _paces: dict[tuple[str, str], float] = {}
 
 
-def _pace(call: Any, arrivals: Arrivals, after: int) -> float | None:
+def _pace(call: Any, arrivals: Arrivals, after: int) -> tuple[float | None, bool]:
     """The server's time between output events: seen on this stream, else on the same
-    model's last stream, else from the output rate learned for it (about a token a chunk)."""
+    model's last stream, else from the output rate learned for it (about a token a chunk);
+    and whether it was seen on this stream."""
     key = (call.provider, call.model)
     pace = arrivals.pace(after)
     if pace is not None:
         if len(_paces) > 256:
             _paces.clear()
         _paces[key] = pace
-        return pace
+        return pace, True
     if key in _paces:
-        return _paces[key]
+        return _paces[key], False
     output_tps = _rates.rates(call.provider, call.model)[1]
-    return 1.0 / output_tps if output_tps else None
+    return (1.0 / output_tps if output_tps else None), False
 
 
 def _first(arrivals: Arrivals, call: Any) -> Arrival | None:
     offset = arrivals.first_output()
     if offset is None:
         return None
-    return arrivals.arrival(offset, _pace(call, arrivals, offset - 1), waited=True)
+    pace, seen = _pace(call, arrivals, offset - 1)
+    return arrivals.arrival(offset, pace, waited=True, pace_seen=seen)
 
 
 def _first_chunk(chunks: Any, arrivals: Arrivals, first: Arrival | None) -> None:
@@ -243,7 +245,7 @@ def finish(chunks: Any, call: Any) -> None:
                 # sent right after, not at the server's pace).
                 own_window = following.arrivals is first_arrivals
                 after = arrivals.outputs[0] - 1 if own_window else -1
-                call.last_arrival = arrivals.arrival(last, _pace(call, arrivals, after),
+                call.last_arrival = arrivals.arrival(last, _pace(call, arrivals, after)[0],
                                                      paced=False)
         _stop(chunks)
         _open.discard(chunks)

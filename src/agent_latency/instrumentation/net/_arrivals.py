@@ -35,7 +35,8 @@ An event's arrival is then the first observation that covers its last byte: exac
 were coalesced into one observation, the earlier ones are dated back from the newest at the
 pace the exact observations of the same connection show (``estimated``), never before the
 previous observation or the last quiet tick before it; a read's time is ``read``.  Each
-comes with its bound: how early the bytes may have arrived.
+comes with its bound: how far from it the bytes may have arrived (earlier, or, for a date
+guessed without this stream's own pace, later too).
 """
 
 from __future__ import annotations
@@ -512,7 +513,8 @@ class Arrivals:
         return median(paces)
 
     def arrival(self, offset: int, pace: float | None = None, *,
-                paced: bool = True, waited: bool = False) -> Arrival | None:
+                paced: bool = True, waited: bool = False,
+                pace_seen: bool = True) -> Arrival | None:
         """When the byte at wire ``offset`` (an event's last byte) arrived, or None when no
         observation covers it.
 
@@ -522,7 +524,9 @@ class Arrivals:
         wait of unknown length (a stream's first token, after its prefill); with no pace
         known it is then dated at the middle of its window, the least wrong guess wherever
         in the window the wait ended, where an even share would put a long prefill's end at
-        the window's start."""
+        the window's start.  ``pace_seen``: ``pace`` is this stream's own, seen on the wire;
+        otherwise (another stream's, a learned rate, none) the date is a guess anywhere in
+        its window, and its bound covers the window on both sides."""
         cums = self.cum
         j = bisect_left(cums, offset)
         if j == len(cums):
@@ -557,7 +561,12 @@ class Arrivals:
                 t = low + (t_obs - low) * (inside - later) / inside
         t = max(t, low)
         source = AT_READ if self.kind[j] == READ and not (later and paced) else ESTIMATED
-        return Arrival(t, source, max(t - low, 0.0))
+        bound = t - low
+        if later and paced and not pace_seen:
+            # Nothing on this stream says where in the window its bytes came (a pause as
+            # long as the stream coalesced all of it): the window's both ends bound it.
+            bound = max(bound, t_obs - t)
+        return Arrival(t, source, max(bound, 0.0))
 
     def last_byte(self) -> Arrival | None:
         """When the last byte read so far arrived."""
