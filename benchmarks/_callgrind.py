@@ -1,5 +1,11 @@
-"""What the callgrind benchmarks share: running a worker under callgrind, reading the
-totals of its dumps."""
+"""What the callgrind benchmarks share: running a worker under callgrind, its batches
+with the instrumentation on and off, reading the totals of its dumps.
+
+Only the worker's main thread is counted (``--separate-threads=yes``, the main thread's
+files only): the work measured is what the program's own thread runs, not the background
+threads' wake-ups (the arrival watcher's epoll wake-ups and quiet ticks, an export worker,
+timers), whose count depends on how the wire's timing falls against a client that
+valgrind slows ~50x, and moved the per-chunk slope by ~2x between runs."""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -45,9 +52,9 @@ def run(script: str, args: list[str], tags: list[str],
     folder = tempfile.mkdtemp(prefix="callgrind-")
     try:
         proc = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/cg.%p",
-             sys.executable, script, *args], capture_output=True, text=True, timeout=3600,
-            env=env, check=False)
+            ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+             f"--callgrind-out-file={folder}/cg.%p", sys.executable, script, *args],
+            capture_output=True, text=True, timeout=3600, env=env, check=False)
         found = counts(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -58,9 +65,10 @@ def run(script: str, args: list[str], tags: list[str],
 
 
 def counts(folder: str) -> dict[str, int]:
-    """Total instructions per dump in ``folder``, by the tag each dump was triggered with."""
+    """The main thread's total instructions per dump in ``folder``, by the tag each dump was
+    triggered with (a file per thread and dump: ``cg.PID.PART-THREAD``, the main thread 01)."""
     out = {}
-    for path in glob.glob(os.path.join(folder, "cg.*")):
+    for path in glob.glob(os.path.join(folder, "cg.*-01")):
         tag, total = None, None
         with open(path) as f:
             for line in f:
@@ -71,3 +79,31 @@ def counts(folder: str) -> dict[str, int]:
         if tag and total is not None:
             out[tag] = total
     return out
+
+
+def on_off(toggle: Callable[[bool], None], kinds: Iterable[str], n: int,
+           run: Callable[[str], None]) -> None:
+    """In a worker, after its warm-up: ``n`` runs of each kind with the instrumentation on
+    (``toggle(True)``), then ``n`` with it off, each batch dumped as ``KIND-on`` or
+    ``KIND-off`` (``warm`` first: what ran before is never counted)."""
+    dump("warm")
+    for on in (True, False):
+        toggle(on)
+        for kind in kinds:
+            for _ in range(n):
+                run(kind)
+            dump(f"{kind}-{'on' if on else 'off'}")
+
+
+def on_off_tags(kinds: Iterable[str]) -> list[str]:
+    """The dumps :func:`on_off` makes."""
+    return [f"{kind}-{state}" for kind in kinds for state in ("on", "off")]
+
+
+def per_run(found: dict[str, int], n: int, kinds: Iterable[str]) -> tuple[dict[str, float],
+                                                                        dict[str, float]]:
+    """From :func:`on_off`'s dumps: the program's own instructions per run of each kind
+    (off) and what the instrumentation adds to one (on less off)."""
+    own = {kind: found[f"{kind}-off"] / n for kind in kinds}
+    added = {kind: found[f"{kind}-on"] / n - own[kind] for kind in kinds}
+    return own, added

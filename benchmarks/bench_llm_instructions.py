@@ -96,14 +96,11 @@ def worker(library: str, url: str, n: int) -> None:
     if os.environ.get(_NO_GC):
         gc.disable()
 
-    callgrind.dump("warm")
-    for on in (True, False):
+    def toggle(on: bool) -> None:
         for instrumentor in instrumentors:
             (instrumentor.instrument if on else instrumentor.uninstrument)()
-        for kind in KINDS:
-            for _ in range(n):
-                run(kind)
-            callgrind.dump(f"{kind}-{'on' if on else 'off'}")
+
+    callgrind.on_off(toggle, KINDS, n, run)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,14 +124,13 @@ def main(argv: list[str] | None = None) -> int:
             env = {**os.environ, _NO_GC: "1"} if args.no_gc else None
             counts = callgrind.run(__file__, ["--worker", library, "--url", sim.base_url,
                                               "--n", str(args.n)],
-                                   [f"{k}-{s}" for k in KINDS for s in ("on", "off")], env)
+                                   callgrind.on_off_tags(KINDS), env)
             if counts is None:
                 return 1
-            per = {key: value / args.n for key, value in counts.items()}
-            added = {k: per[f"{k}-on"] - per[f"{k}-off"] for k in KINDS}
+            own, added = callgrind.per_run(counts, args.n, KINDS)
             chunks = KINDS["s200"] - KINDS["s20"]
-            rows.append((library, per["plain-off"], added["plain"],
-                         (per["s200-off"] - per["s20-off"]) / chunks,
+            rows.append((library, own["plain"], added["plain"],
+                         (own["s200"] - own["s20"]) / chunks,
                          (added["s200"] - added["s20"]) / chunks))
     print(f"instructions (callgrind), {args.n} calls of each kind per batch")
     print(f"{'library':<22} {'SDK per call':>13} {'added per call':>15} {'SDK per chunk':>14} "

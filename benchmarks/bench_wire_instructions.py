@@ -104,15 +104,12 @@ def worker(library: str, url: str, n: int) -> None:
     gc.collect()
     gc.freeze()
 
-    callgrind.dump("warm")
-    for on in (True, False):
+    def toggle(on: bool) -> None:
         if not on:
             for instrumentor in reversed(instrumentors):
                 instrumentor.uninstrument()
-        for kind, tokens in LENGTHS.items():
-            for _ in range(n):
-                run(tokens)
-            callgrind.dump(f"{kind}-{'on' if on else 'off'}")
+
+    callgrind.on_off(toggle, LENGTHS, n, lambda kind: run(LENGTHS[kind]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,13 +134,12 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             counts = callgrind.run(__file__, ["--worker", library, "--url", sim.base_url,
                                               "--n", str(args.n)],
-                                   [f"{k}-{s}" for k in LENGTHS for s in ("on", "off")])
+                                   callgrind.on_off_tags(LENGTHS))
             if counts is None:
                 continue
-            per = {key: value / args.n for key, value in counts.items()}
+            own_run, added = callgrind.per_run(counts, args.n, LENGTHS)
             chunks = LENGTHS["s200"] - LENGTHS["s20"]
-            added = {k: per[f"{k}-on"] - per[f"{k}-off"] for k in LENGTHS}
-            own = (per["s200-off"] - per["s20-off"]) / chunks
+            own = (own_run["s200"] - own_run["s20"]) / chunks
             ours = (added["s200"] - added["s20"]) / chunks
             print(f"{library:<20} {own:>17,.0f} {ours:>+16,.0f}", flush=True)
     return 0
