@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 from typing import Any
 
 import _callgrind as callgrind
@@ -110,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-gc", action="store_true",
                         help="measure with the garbage collector off (after warm-up): the "
                              "code's own per-chunk work, without where collections land")
+    parser.add_argument("--annotate", action="store_true",
+                        help="also print, per library, the functions (C, callgrind_annotate) "
+                             "whose instructions per non-streaming call grew most")
     parser.add_argument("--worker")
     parser.add_argument("--url")
     args = parser.parse_args(argv)
@@ -122,9 +127,18 @@ def main(argv: list[str] | None = None) -> int:
     with callgrind.simulator() as sim:
         for library in args.libraries.split(","):
             env = {**os.environ, _NO_GC: "1"} if args.no_gc else None
-            counts = callgrind.run(__file__, ["--worker", library, "--url", sim.base_url,
-                                              "--n", str(args.n)],
-                                   callgrind.on_off_tags(KINDS), env)
+            keep = tempfile.mkdtemp(prefix="callgrind-") if args.annotate else None
+            try:
+                counts = callgrind.run(__file__, ["--worker", library, "--url",
+                                                  sim.base_url, "--n", str(args.n)],
+                                       callgrind.on_off_tags(KINDS), env, keep)
+                if counts is not None and keep is not None:
+                    print(f"{library}, per non-streaming call:\n"
+                          f"{callgrind.top_added(keep, 'plain-on', 'plain-off', args.n)}\n",
+                          flush=True)
+            finally:
+                if keep is not None:
+                    shutil.rmtree(keep, ignore_errors=True)
             if counts is None:
                 return 1
             own, added = callgrind.per_run(counts, args.n, KINDS)
