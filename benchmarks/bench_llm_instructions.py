@@ -12,6 +12,19 @@ streamed chunk (the slope between streams of 20 and 200 output tokens). Needs va
 library whose ``uninstrument()`` leaves wrappers behind (OpenLLMetry) cannot be measured
 this way.
 
+What is counted is the per-chunk path alone: the worker's main thread only
+(``--separate-threads=yes``; ``_callgrind.counts`` reads the main thread's files), so the
+background threads' wake-ups (the arrival watcher's epoll wake-ups and 5 ms quiet ticks
+while a first token is awaited, an export worker, timers) are left out; how many of them
+fall inside a batch depends on the wire's timing against a client valgrind slows ~50x.
+The main thread's own work no longer depends on that timing either: how many events the
+first read holds (under valgrind, often the whole stream) changes only a count done in C
+over those bytes, not a per-event scan.
+
+``--annotate`` also prints, per library, the C functions (``callgrind_annotate``, self and
+inclusive) whose instructions per non-streaming call grew most with it on: the hot path
+read function by function.
+
     python benchmarks/bench_llm_instructions.py [--n 10] [--libraries agent_latency,official]
 
 With garbage collection on, the per-chunk slope also carries where the collector's runs
