@@ -142,8 +142,14 @@ def top_added(folder: str, on: str, off: str, n: int, count: int = 15) -> str:
         costs_on = functions(folder, on, inclusive=inclusive)
         costs_off = functions(folder, off, inclusive=inclusive)
         total = max(costs_on.values(), default=0)
+        # Not the frames that span the dump, nor (inclusive) a recursion's cycle entries
+        # (``name'2``: their inclusive cost counts the same work once per level).
         added = {name: (cost - costs_off.get(name, 0)) / n for name, cost in costs_on.items()
-                 if cost < total}  # (not the frames that span the dump)
+                 if cost < total and not (inclusive and "'" in name)}
+        # Nor what holds more than the whole difference: a wrapper's inclusive cost holds
+        # the call it wraps, which the run without it counts under other names.
+        whole = (costs_on.get(_TOTALS, 0) - costs_off.get(_TOTALS, 0)) / n
+        added = {name: cost for name, cost in added.items() if cost < whole}
         lines.append(f"{'inclusive' if inclusive else 'self'}: top {count} added per run")
         for name, cost in sorted(added.items(), key=lambda kv: -kv[1])[:count]:
             lines.append(f"  {cost:>+12,.0f}  {name}")
@@ -155,5 +161,6 @@ def _head(path: str) -> str:
         return f.read(2000)
 
 
+_TOTALS = "PROGRAM TOTALS"
 _BUILD_FOLDER = re.compile(r"^[^:]*/Python-[\d.]+/(\./)?")  # where CPython was built
 _ANNOTATED = re.compile(r"^\s*([\d,]+) \([ \d.]+%\)\s+\*?\s*(.+)$")
