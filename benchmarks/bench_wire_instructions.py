@@ -8,8 +8,9 @@ As in ``bench_llm_instructions.py``: each client runs in its own process under `
 of 20 and of 200 output tokens with every integration instrumented, then ``--n`` with them
 uninstrumented, and asks callgrind to dump its counters after each batch, so imports and
 warm-up are never counted; only the worker's main thread is counted (the background
-threads' wake-ups are not the per-chunk path: see ``_callgrind``).  Printed per client: the client's own instructions per chunk
-and the instructions we add per chunk (the slope between the two stream lengths).
+threads' wake-ups are not the per-chunk path: see ``_callgrind``).  Printed per client:
+the client's own instructions per chunk and the instructions we add per chunk (the slope
+between the two stream lengths).
 
 ``CLIENT`` takes arrival times for each stream's first token only (what ``auto`` does for
 a client that keeps up: under valgrind a client is far slower than the wire and ``auto``
