@@ -28,6 +28,7 @@ from agent_latency.instrumentation.net import (
     follow,
     recognise_with,
 )
+from agent_latency.instrumentation.net._arrivals import _bytes_through
 from agent_latency.instrumentation.net._watcher import WATCHER
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -223,6 +224,15 @@ class TestEventsAfterTheFirstToken:
         assert got is not None and got.source == "estimated"
         assert len(seen) == 2  # counted, not classified
         assert got.t == pytest.approx(arrivals.t[0] - 39 * 0.001, abs=1e-9)
+
+    def test_a_block_read_is_cut_at_a_wire_offset(self) -> None:
+        """The bytes of a block (10 read for 20 wire bytes, TLS) at or before an offset:
+        in proportion, rounded up; none before the block, all past it."""
+        data = b"abcdefghij"
+        assert _bytes_through(100, 120, data, 101) == b"a"
+        assert _bytes_through(100, 120, data, 110) == b"abcde"
+        assert _bytes_through(100, 120, data, 95) == b""
+        assert _bytes_through(100, 120, data, 130) == data
 
     @pytest.mark.parametrize("cuts", [(), (7,), (150, 151), (333, 334, 900), (37, 400, 401, 402)])
     def test_counted_as_a_scan_finds_them(self, cuts) -> None:

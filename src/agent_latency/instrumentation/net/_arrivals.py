@@ -88,6 +88,8 @@ def _bytes_through(c0: int, c1: int, data: bytes, through: int) -> bytes:
     offset ``through``, in proportion as the reads map them."""
     if through >= c1 or c1 <= c0:
         return data
+    if through <= c0:
+        return b""
     return data[:-(-(through - c0) * len(data) // (c1 - c0))]  # (rounded up)
 
 
