@@ -74,6 +74,11 @@ _PACE_WINDOW = 8
 # long is past its first token, and its last is found only while the tap stays).
 _PENDING_CAP = 8 << 20
 
+# The bytes at a counted region's end searched for ``[DONE]`` (its event, a chunked
+# body's last size line and blank lines), and at its start for an ``event:`` name.
+_DONE_TAIL = 64
+_NAMED_HEAD = 512
+
 #: A response's framing (``Arrivals.framing``): server-sent events, or one JSON object a line.
 SSE = "sse"
 NDJSON = "ndjson"
@@ -124,7 +129,7 @@ class Arrivals:
     """
 
     __slots__ = ("__weakref__", "_blocks", "_pending", "_quiet_at", "_received", "_scanner",
-                 "_scanning", "_unclassified", "classify", "consumed", "cum", "ends", "family",
+                 "_counted", "_scanning", "_unclassified", "classify", "consumed", "cum", "ends", "family",
                  "fd", "framing", "kind", "outputs", "plain", "quiet", "reads", "sock",
                  "stamping", "t", "t_sent", "t_start", "ticked", "tls", "watched")
 
@@ -160,6 +165,9 @@ class Arrivals:
         # The SSE scanner's block and where in it the events not scanned yet start (the
         # bytes :meth:`_count_unscanned` counts events in), once it has taken one.
         self._scanning: tuple[int, int, bytes, int] | None = None
+        # The last count: (``_scanning`` then, the offset counted through, the count); a
+        # stream's first chunk and first token are dated from the same bytes.
+        self._counted: tuple[Any, int, int] | None = None
         # Events found by a scan that wanted their ends only (``through``), not classified yet:
         # classified the first time a scan wants outputs (never, for a stream whose first
         # token is all that is wanted).
@@ -426,6 +434,9 @@ class Arrivals:
         scanning = self._scanning
         if scanning is None or self.framing != SSE:
             return None
+        counted = self._counted
+        if counted is not None and counted[0] is scanning and counted[1] == through:
+            return counted[2]
         c0, c1, data, at = scanning
         pieces = [_bytes_through(c0, c1, data, through)[at:]]
         for b0, b1, held in self._blocks:
@@ -433,8 +444,17 @@ class Arrivals:
                 break
             pieces.append(_bytes_through(b0, b1, held, through))
         region = b"".join(pieces)
-        return max(region.count(b"\n\n") - region.count(b"[DONE]")
-                   - region.count(b"event: ping"), 0)
+        events = region.count(b"\n\n")
+        # Only the short needle over all of it (a longer one is searched in C at a few
+        # times its cost): ``[DONE]`` ends a stream, so it can only be at the region's end,
+        # and pings come in streams whose events are named (each one's first line).
+        if region.find(b"[DONE]", len(region) - _DONE_TAIL) >= 0:
+            events -= 1
+        if region.find(b"event:", 0, _NAMED_HEAD) >= 0:
+            events -= region.count(b"event: ping")
+        events = max(events, 0)
+        self._counted = (scanning, through, events)
+        return events
 
     # -- dating ------------------------------------------------------------------------------
     def pace(self, after: int = -1) -> float | None:
