@@ -129,8 +129,8 @@ class Arrivals:
     """
 
     __slots__ = ("__weakref__", "_blocks", "_pending", "_quiet_at", "_received", "_scanner",
-                 "_counted", "_scanning", "_unclassified", "classify", "consumed", "cum", "ends", "family",
-                 "fd", "framing", "kind", "outputs", "plain", "quiet", "reads", "sock",
+                 "_counted", "_scanning", "_unclassified", "classify", "consumed", "cum", "ends",
+                 "family", "fd", "framing", "kind", "outputs", "plain", "quiet", "reads", "sock",
                  "stamping", "t", "t_sent", "t_start", "ticked", "tls", "watched")
 
     def __init__(self, sock: Any) -> None:
