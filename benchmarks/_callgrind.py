@@ -1,14 +1,22 @@
-"""What the callgrind benchmarks share: running a worker under callgrind, reading the
-totals of its dumps."""
+"""What the callgrind benchmarks share: running a worker under callgrind, its batches
+with the instrumentation on and off, reading the totals of its dumps.
+
+Only the worker's main thread is counted (``--separate-threads=yes``, the main thread's
+files only): the work measured is what the program's own thread runs, not the background
+threads' wake-ups (the arrival watcher's epoll wake-ups and quiet ticks, an export worker,
+timers), whose count depends on how the wire's timing falls against a client that
+valgrind slows ~50x, and moved the per-chunk slope by ~2x between runs."""
 
 from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -38,19 +46,22 @@ def simulator() -> Any:
 
 
 def run(script: str, args: list[str], tags: list[str],
-        env: dict[str, str] | None = None) -> dict[str, int] | None:
+        env: dict[str, str] | None = None, keep: str | None = None) -> dict[str, int] | None:
     """Run ``script`` (a benchmark's worker) with ``args`` under callgrind: the instructions
     of each of its dumps by tag, or None (its error printed) when it failed or a dump in
-    ``tags`` is missing."""
-    folder = tempfile.mkdtemp(prefix="callgrind-")
+    ``tags`` is missing.  ``keep``: a folder the dumps are left in, for :func:`functions`
+    (their names written out whole, so that each dump reads on its own)."""
+    folder = keep or tempfile.mkdtemp(prefix="callgrind-")
+    whole_names = ["--compress-strings=no", "--compress-pos=no"] if keep else []
     try:
         proc = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/cg.%p",
-             sys.executable, script, *args], capture_output=True, text=True, timeout=3600,
-            env=env, check=False)
+            ["valgrind", "--tool=callgrind", "--separate-threads=yes", *whole_names,
+             f"--callgrind-out-file={folder}/cg.%p", sys.executable, script, *args],
+            capture_output=True, text=True, timeout=3600, env=env, check=False)
         found = counts(folder)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
     if proc.returncode != 0 or not all(tag in found for tag in tags):
         print(f"{' '.join(args)} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
         return None
@@ -58,9 +69,10 @@ def run(script: str, args: list[str], tags: list[str],
 
 
 def counts(folder: str) -> dict[str, int]:
-    """Total instructions per dump in ``folder``, by the tag each dump was triggered with."""
+    """The main thread's total instructions per dump in ``folder``, by the tag each dump was
+    triggered with (a file per thread and dump: ``cg.PID.PART-THREAD``, the main thread 01)."""
     out = {}
-    for path in glob.glob(os.path.join(folder, "cg.*")):
+    for path in glob.glob(os.path.join(folder, "cg.*-01")):
         tag, total = None, None
         with open(path) as f:
             for line in f:
@@ -71,3 +83,84 @@ def counts(folder: str) -> dict[str, int]:
         if tag and total is not None:
             out[tag] = total
     return out
+
+
+def on_off(toggle: Callable[[bool], None], kinds: Iterable[str], n: int,
+           run: Callable[[str], None]) -> None:
+    """In a worker, after its warm-up: ``n`` runs of each kind with the instrumentation on
+    (``toggle(True)``), then ``n`` with it off, each batch dumped as ``KIND-on`` or
+    ``KIND-off`` (``warm`` first: what ran before is never counted)."""
+    dump("warm")
+    for on in (True, False):
+        toggle(on)
+        for kind in kinds:
+            for _ in range(n):
+                run(kind)
+            dump(f"{kind}-{'on' if on else 'off'}")
+
+
+def on_off_tags(kinds: Iterable[str]) -> list[str]:
+    """The dumps :func:`on_off` makes."""
+    return [f"{kind}-{state}" for kind in kinds for state in ("on", "off")]
+
+
+def per_run(found: dict[str, int], n: int, kinds: Iterable[str]) -> tuple[dict[str, float],
+                                                                        dict[str, float]]:
+    """From :func:`on_off`'s dumps: the program's own instructions per run of each kind
+    (off) and what the instrumentation adds to one (on less off)."""
+    own = {kind: found[f"{kind}-off"] / n for kind in kinds}
+    added = {kind: found[f"{kind}-on"] / n - own[kind] for kind in kinds}
+    return own, added
+
+
+def functions(folder: str, tag: str, *, inclusive: bool) -> dict[str, int]:
+    """Instructions per function (``file:function``) in the main thread's dump ``tag`` of a
+    :func:`run` with ``keep``, self or inclusive, read with ``callgrind_annotate``.  The
+    frames that were running across the dump (``main``, the interpreter's outer loop) carry
+    the dump's whole total."""
+    path = next(p for p in glob.glob(os.path.join(folder, "cg.*-01"))
+                if f"Trigger: Client Request: {tag}\n" in _head(p)
+                or f"Trigger: dump {tag}\n" in _head(p))
+    out = subprocess.run(["callgrind_annotate", "--threshold=100",
+                          f"--inclusive={'yes' if inclusive else 'no'}", path],
+                         capture_output=True, text=True, check=True).stdout
+    costs: dict[str, int] = {}
+    for line in out.splitlines():
+        match = _ANNOTATED.match(line)
+        if match:
+            name = match.group(2).rsplit(" [", 1)[0]
+            name = _BUILD_FOLDER.sub("", name)
+            costs[name] = costs.get(name, 0) + int(match.group(1).replace(",", ""))
+    return costs
+
+
+def top_added(folder: str, on: str, off: str, n: int, count: int = 15) -> str:
+    """The functions whose instructions grew most from dump ``off`` to dump ``on`` (``n``
+    runs each), per run, self and inclusive: what the instrumentation's runs execute."""
+    lines = []
+    for inclusive in (False, True):
+        costs_on = functions(folder, on, inclusive=inclusive)
+        costs_off = functions(folder, off, inclusive=inclusive)
+        total = max(costs_on.values(), default=0)
+        # Not the frames that span the dump, nor (inclusive) a recursion's cycle entries
+        # (``name'2``: their inclusive cost counts the same work once per level).
+        added = {name: (cost - costs_off.get(name, 0)) / n for name, cost in costs_on.items()
+                 if cost < total and not (inclusive and "'" in name)}
+        # Nor what holds more than the whole difference: a wrapper's inclusive cost holds
+        # the call it wraps, which the run without it counts under other names.
+        whole = (costs_on.get(_TOTALS, 0) - costs_off.get(_TOTALS, 0)) / n
+        added = {name: cost for name, cost in added.items() if cost < whole}
+        lines.append(f"{'inclusive' if inclusive else 'self'}: top {count} added per run")
+        for name, cost in sorted(added.items(), key=lambda kv: -kv[1])[:count]:
+            lines.append(f"  {cost:>+12,.0f}  {name}")
+    return "\n".join(lines)
+
+
+def _head(path: str) -> str:
+    with open(path) as f:
+        return f.read(2000)
+
+
+_TOTALS = "PROGRAM TOTALS"
+_BUILD_FOLDER = re.compile(r"^[^:]*/Python-[\d.]+/(\./)?")  # where CPython was built
+_ANNOTATED = re.compile(r"^\s*([\d,]+) \([ \d.]+%\)\s+\*?\s*(.+)$")

@@ -12,6 +12,19 @@ streamed chunk (the slope between streams of 20 and 200 output tokens). Needs va
 library whose ``uninstrument()`` leaves wrappers behind (OpenLLMetry) cannot be measured
 this way.
 
+What is counted is the per-chunk path alone: the worker's main thread only
+(``--separate-threads=yes``; ``_callgrind.counts`` reads the main thread's files), so the
+background threads' wake-ups (the arrival watcher's epoll wake-ups and 5 ms quiet ticks
+while a first token is awaited, an export worker, timers) are left out; how many of them
+fall inside a batch depends on the wire's timing against a client valgrind slows ~50x.
+The main thread's own work no longer depends on that timing either: how many events the
+first read holds (under valgrind, often the whole stream) changes only a count done in C
+over those bytes, not a per-event scan.
+
+``--annotate`` also prints, per library, the C functions (``callgrind_annotate``, self and
+inclusive) whose instructions per non-streaming call grew most with it on: the hot path
+read function by function.
+
     python benchmarks/bench_llm_instructions.py [--n 10] [--libraries agent_latency,official]
 
 With garbage collection on, the per-chunk slope also carries where the collector's runs
@@ -35,7 +48,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 from typing import Any
 
 import _callgrind as callgrind
@@ -96,14 +111,11 @@ def worker(library: str, url: str, n: int) -> None:
     if os.environ.get(_NO_GC):
         gc.disable()
 
-    callgrind.dump("warm")
-    for on in (True, False):
+    def toggle(on: bool) -> None:
         for instrumentor in instrumentors:
             (instrumentor.instrument if on else instrumentor.uninstrument)()
-        for kind in KINDS:
-            for _ in range(n):
-                run(kind)
-            callgrind.dump(f"{kind}-{'on' if on else 'off'}")
+
+    callgrind.on_off(toggle, KINDS, n, run)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-gc", action="store_true",
                         help="measure with the garbage collector off (after warm-up): the "
                              "code's own per-chunk work, without where collections land")
+    parser.add_argument("--annotate", action="store_true",
+                        help="also print, per library, the functions (C, callgrind_annotate) "
+                             "whose instructions per non-streaming call grew most")
     parser.add_argument("--worker")
     parser.add_argument("--url")
     args = parser.parse_args(argv)
@@ -125,16 +140,24 @@ def main(argv: list[str] | None = None) -> int:
     with callgrind.simulator() as sim:
         for library in args.libraries.split(","):
             env = {**os.environ, _NO_GC: "1"} if args.no_gc else None
-            counts = callgrind.run(__file__, ["--worker", library, "--url", sim.base_url,
-                                              "--n", str(args.n)],
-                                   [f"{k}-{s}" for k in KINDS for s in ("on", "off")], env)
+            keep = tempfile.mkdtemp(prefix="callgrind-") if args.annotate else None
+            try:
+                counts = callgrind.run(__file__, ["--worker", library, "--url",
+                                                  sim.base_url, "--n", str(args.n)],
+                                       callgrind.on_off_tags(KINDS), env, keep)
+                if counts is not None and keep is not None:
+                    print(f"{library}, per non-streaming call:\n"
+                          f"{callgrind.top_added(keep, 'plain-on', 'plain-off', args.n)}\n",
+                          flush=True)
+            finally:
+                if keep is not None:
+                    shutil.rmtree(keep, ignore_errors=True)
             if counts is None:
                 return 1
-            per = {key: value / args.n for key, value in counts.items()}
-            added = {k: per[f"{k}-on"] - per[f"{k}-off"] for k in KINDS}
+            own, added = callgrind.per_run(counts, args.n, KINDS)
             chunks = KINDS["s200"] - KINDS["s20"]
-            rows.append((library, per["plain-off"], added["plain"],
-                         (per["s200-off"] - per["s20-off"]) / chunks,
+            rows.append((library, own["plain"], added["plain"],
+                         (own["s200"] - own["s20"]) / chunks,
                          (added["s200"] - added["s20"]) / chunks))
     print(f"instructions (callgrind), {args.n} calls of each kind per batch")
     print(f"{'library':<22} {'SDK per call':>13} {'added per call':>15} {'SDK per chunk':>14} "

@@ -7,8 +7,10 @@ As in ``bench_llm_instructions.py``: each client runs in its own process under `
 --tool=callgrind`` (the simulator outside it); after warm-up it makes ``--n`` streamed calls
 of 20 and of 200 output tokens with every integration instrumented, then ``--n`` with them
 uninstrumented, and asks callgrind to dump its counters after each batch, so imports and
-warm-up are never counted.  Printed per client: the client's own instructions per chunk
-and the instructions we add per chunk (the slope between the two stream lengths).
+warm-up are never counted; only the worker's main thread is counted (the background
+threads' wake-ups are not the per-chunk path: see ``_callgrind``).  Printed per client:
+the client's own instructions per chunk and the instructions we add per chunk (the slope
+between the two stream lengths).
 
 ``CLIENT`` takes arrival times for each stream's first token only (what ``auto`` does for
 a client that keeps up: under valgrind a client is far slower than the wire and ``auto``
@@ -104,15 +106,12 @@ def worker(library: str, url: str, n: int) -> None:
     gc.collect()
     gc.freeze()
 
-    callgrind.dump("warm")
-    for on in (True, False):
+    def toggle(on: bool) -> None:
         if not on:
             for instrumentor in reversed(instrumentors):
                 instrumentor.uninstrument()
-        for kind, tokens in LENGTHS.items():
-            for _ in range(n):
-                run(tokens)
-            callgrind.dump(f"{kind}-{'on' if on else 'off'}")
+
+    callgrind.on_off(toggle, LENGTHS, n, lambda kind: run(LENGTHS[kind]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,13 +136,12 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             counts = callgrind.run(__file__, ["--worker", library, "--url", sim.base_url,
                                               "--n", str(args.n)],
-                                   [f"{k}-{s}" for k in LENGTHS for s in ("on", "off")])
+                                   callgrind.on_off_tags(LENGTHS))
             if counts is None:
                 continue
-            per = {key: value / args.n for key, value in counts.items()}
+            own_run, added = callgrind.per_run(counts, args.n, LENGTHS)
             chunks = LENGTHS["s200"] - LENGTHS["s20"]
-            added = {k: per[f"{k}-on"] - per[f"{k}-off"] for k in LENGTHS}
-            own = (per["s200-off"] - per["s20-off"]) / chunks
+            own = (own_run["s200"] - own_run["s20"]) / chunks
             ours = (added["s200"] - added["s20"]) / chunks
             print(f"{library:<20} {own:>17,.0f} {ours:>+16,.0f}", flush=True)
     return 0

@@ -24,8 +24,8 @@ from replay import Backend, jaeger_trace, serve, spans_by_trace
 
 from agent_latency import semconv
 from agent_latency.budget import COMPONENTS
-from agent_latency.report._read import TraceFileError
 from agent_latency.report._backends import jaeger_spans
+from agent_latency.report._read import TraceFileError
 from agent_latency.report._sources import check_traces, load_source
 from agent_latency.report._stats import summarize
 from agent_latency.report._tasks import find_tasks

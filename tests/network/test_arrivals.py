@@ -11,7 +11,9 @@ import subprocess
 import sys
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import pairwise
 from time import perf_counter
 from typing import Any
 
@@ -26,6 +28,7 @@ from agent_latency.instrumentation.net import (
     follow,
     recognise_with,
 )
+from agent_latency.instrumentation.net._arrivals import _bytes_through
 from agent_latency.instrumentation.net._watcher import WATCHER
 from agent_latency.simulator._bedrock import event_message
 
@@ -219,6 +222,71 @@ class TestEventEnds:
         arrivals.scan()
         start = arrivals.cum[0] - len(one + two)
         assert arrivals.ends == [start + len(one), start + len(one + two)]
+
+
+class TestEventsAfterTheFirstToken:
+    """A first token read with the rest of its stream is dated back by the events read with
+    it, counted over the bytes without classifying them one by one."""
+
+    def arrivals(self, classify) -> Arrivals:
+        listener = socket.create_server(("127.0.0.1", 0))
+        with socket.create_connection(listener.getsockname()) as sock:
+            arrivals = Arrivals(sock)
+        listener.close()
+        arrivals.classify = classify
+        arrivals.consumed = 0
+        arrivals.tls = False  # wire offsets = the bytes read
+        return arrivals
+
+    def stream(self) -> bytes:
+        one = b'data: {"choices": [{"delta": {"role": "assistant", "content": ""}}]}\n\n'
+        ping = b"event: ping\ndata: {}\n\n"
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+        return (head + one + b"".join(event(n) for n in range(20)) + ping
+                + b"".join(event(n) for n in range(20, 40)) + b"data: [DONE]\n\n")
+
+    def test_the_events_after_it_are_not_classified(self) -> None:
+        seen: list[bytes] = []
+        arrivals = self.arrivals(lambda e: bool(seen.append(e)) or b'"n"' in e)
+        arrivals.read(self.stream(), perf_counter() + 1.0)  # (its window: a second)
+        first = arrivals.first_output()
+        assert first is not None and len(seen) == 2
+        got = arrivals.arrival(first, 0.001)
+        assert got is not None and got.source == "estimated"
+        assert len(seen) == 2  # counted, not classified
+        assert got.t == pytest.approx(arrivals.t[0] - 39 * 0.001, abs=1e-9)
+
+    def test_a_block_read_is_cut_at_a_wire_offset(self) -> None:
+        """The bytes of a block (10 read for 20 wire bytes, TLS) at or before an offset:
+        in proportion, rounded up; none before the block, all past it."""
+        data = b"abcdefghij"
+        assert _bytes_through(100, 120, data, 101) == b"a"
+        assert _bytes_through(100, 120, data, 110) == b"abcde"
+        assert _bytes_through(100, 120, data, 95) == b""
+        assert _bytes_through(100, 120, data, 130) == data
+
+    @pytest.mark.parametrize("cuts", [(), (7,), (150, 151), (333, 334, 900), (37, 400, 401, 402)])
+    def test_counted_as_a_scan_finds_them(self, cuts) -> None:
+        """However the reads cut the stream, the count is what scanning every event finds."""
+        data = self.stream()
+        dated = []
+        for scan_all in (False, True):
+            arrivals = self.arrivals(lambda e: b'"n"' in e)
+            edges = (0, *cuts, len(data))
+            start = perf_counter()
+            for k, (a, b) in enumerate(pairwise(edges), 1):
+                arrivals.read(data[a:b], start + k)  # a second apart: no window is clamped
+            if scan_all:
+                arrivals.scan()
+            first = arrivals.first_output()
+            assert first is not None
+            got = arrivals.arrival(first, 0.001)
+            assert got is not None
+            j = bisect_left(arrivals.cum, first)
+            dated.append(round((arrivals.t[j] - got.t) / 0.001))
+        assert dated[0] == dated[1], cuts
+        if not cuts:
+            assert dated[0] == 39
 
 
 class TestKernelStamps:

@@ -218,7 +218,10 @@ class WireCall:
         self.response_end(t, None)
 
     def _event(self, event: bytes, t: float) -> None:
-        if b"data:" not in event or b"[DONE]" in event or b"event: ping" in event:
+        # ``find``, not ``in``: bytes' ``in`` first tries its operand as an integer and builds
+        # (then drops) a TypeError, about as dear as the search itself.
+        find = event.find
+        if find(b"data:") < 0 or find(b"[DONE]") >= 0 or find(b"event: ping") >= 0:
             if event.replace(b" ", b"") == b"data:[DONE]":
                 self.done = True
             return

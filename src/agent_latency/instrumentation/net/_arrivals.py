@@ -84,6 +84,11 @@ _PACE_WINDOW = 8
 # long is past its first token, and its last is found only while the tap stays).
 _PENDING_CAP = 8 << 20
 
+# The bytes at a counted region's end searched for ``[DONE]`` (its event, a chunked
+# body's last size line and blank lines), and at its start for an ``event:`` name.
+_DONE_TAIL = 64
+_NAMED_HEAD = 512
+
 #: A response's framing (``Arrivals.framing``): server-sent events, one JSON object a line, or
 #: the AWS event stream's binary messages (:data:`EVENT_STREAM`).
 SSE = "sse"
@@ -96,6 +101,16 @@ _EVENT_STREAM_TYPES = tuple(kind.encode() for kind, framing in BY_CONTENT_TYPE.i
                             if framing == EVENT_STREAM)
 # A response head longer than this is not waited for (its body's messages are not found).
 _HEAD_CAP = 64 * 1024
+
+
+def _bytes_through(c0: int, c1: int, data: bytes, through: int) -> bytes:
+    """The bytes of a block read (wire bytes ``c0`` to ``c1``) that lie at or before wire
+    offset ``through``, in proportion as the reads map them."""
+    if through >= c1 or c1 <= c0:
+        return data
+    if through <= c0:
+        return b""
+    return data[:-(-(through - c0) * len(data) // (c1 - c0))]  # (rounded up)
 
 
 def _queued(fd: int) -> int:
@@ -129,9 +144,9 @@ class Arrivals:
     """
 
     __slots__ = ("__weakref__", "_blocks", "_pending", "_quiet_at", "_received", "_scanner",
-                 "classify", "consumed", "cum", "ends", "family", "fd", "framing", "kind",
-                 "outputs", "plain", "quiet", "reads", "sock", "stamping", "t", "t_sent",
-                 "t_start", "ticked", "tls", "watched")
+                 "_counted", "_scanning", "_unclassified", "classify", "consumed", "cum", "ends",
+                 "family", "fd", "framing", "kind", "outputs", "plain", "quiet", "reads", "sock",
+                 "stamping", "t", "t_sent", "t_start", "ticked", "tls", "watched")
 
     def __init__(self, sock: Any) -> None:
         self.t_start = perf_counter()  # nothing read from now on arrived before it
@@ -162,6 +177,16 @@ class Arrivals:
         self._blocks: deque[tuple[int, int, bytes]] = deque()  # (wire start, end, bytes)
         self._pending = 0  # bytes in _blocks
         self._scanner = self._scan_blocks()
+        # The SSE scanner's block and where in it the events not scanned yet start (the
+        # bytes :meth:`_count_unscanned` counts events in), once it has taken one.
+        self._scanning: tuple[int, int, bytes, int] | None = None
+        # The last count: (``_scanning`` then, the offset counted through, the count); a
+        # stream's first chunk and first token are dated from the same bytes.
+        self._counted: tuple[Any, int, int] | None = None
+        # Events found by a scan that wanted their ends only (``through``), not classified yet:
+        # classified the first time a scan wants outputs (never, for a stream whose first
+        # token is all that is wanted).
+        self._unclassified: deque[tuple[int, bytes]] = deque()
         self.reads = 0
         # Whether the bytes read are decrypted from the wire's (else they are the wire's,
         # and a read's wire offsets need no system call).
@@ -285,9 +310,32 @@ class Arrivals:
     def scan(self, *, until_output: bool = False, through: int | None = None) -> None:
         """Find the events of the blocks read so far (all of them, or only up to the first
         output event when ``until_output``, or the first event ending at or past wire
-        offset ``through``)."""
+        offset ``through``).
+
+        A scan ``through`` an offset wants the events' ends only (how many events an
+        observation's bytes hold): it leaves them unclassified, so that dating a first
+        token coalesced with the rest of its stream costs no output search per event."""
         scanner = self._scanner
         classify = self.classify
+        if through is not None:
+            for item in scanner:
+                if item is None:
+                    return  # nothing more read yet
+                offset = item[0]
+                self.ends.append(offset)
+                if classify is not None:
+                    self._unclassified.append(item)
+                if offset >= through:
+                    return
+            return
+        if classify is not None:
+            waiting = self._unclassified
+            while waiting:
+                offset, event = waiting.popleft()
+                if classify(event):
+                    self.outputs.append(offset)
+                    if until_output:
+                        return
         for item in scanner:
             if item is None:
                 return  # nothing more read yet
@@ -297,8 +345,6 @@ class Arrivals:
                 self.outputs.append(offset)
                 if until_output:
                     return
-            if through is not None and offset >= through:
-                return
 
     def first_output(self) -> int | None:
         """The wire offset where the first output event ends, or None."""
@@ -454,25 +500,60 @@ class Arrivals:
             prev = 0
             search = last + data
             shift = len(last)
+            self._scanning = (c0, c1, data, 0)
             pos = search.find(b"\n\n")
             while pos != -1:
                 end = pos + 2 - shift
                 segment = data[prev:end] if end > 0 else b""
-                has_data = has_data or b"data:" in segment
-                skip = skip or b"[DONE]" in segment or b"event: ping" in segment
+                # ``find``, not ``in``: bytes' ``in`` first tries its operand as an integer
+                # and builds (then drops) a TypeError, about as dear as the search itself.
+                has_data = has_data or segment.find(b"data:") >= 0
+                skip = skip or segment.find(b"[DONE]") >= 0 or segment.find(b"event: ping") >= 0
                 if has_data and not skip and end > 0:
+                    self._scanning = (c0, c1, data, end)
                     yield c0 + min(round(end * scale), c1 - c0), partial + segment
                 has_data = skip = False
                 partial = b""
                 prev = max(end, 0)
                 pos = search.find(b"\n\n", pos + 2)
+            self._scanning = (c0, c1, data, prev)
             rest = data[prev:]
-            has_data = has_data or b"data:" in rest
-            skip = skip or b"[DONE]" in rest or b"event: ping" in rest
+            has_data = has_data or rest.find(b"data:") >= 0
+            skip = skip or rest.find(b"[DONE]") >= 0 or rest.find(b"event: ping") >= 0
             last = data[-1:]
             # An event longer than the cap is not classified (its JSON is cut): not dated as
             # output, never an unbounded buffer.
             partial = (partial + rest)[-_EVENT_CAP:]
+
+    def _count_unscanned(self, through: int) -> int | None:
+        """How many SSE events not scanned yet end at or before wire offset ``through``,
+        counted in C over the bytes read (their blank lines, less ``[DONE]`` and ``ping``
+        events; a comment-only keep-alive among them counts as an event); None where the
+        response is not SSE or its scan has not begun (then the events are scanned)."""
+        scanning = self._scanning
+        if scanning is None or self.framing != SSE:
+            return None
+        counted = self._counted
+        if counted is not None and counted[0] is scanning and counted[1] == through:
+            return counted[2]
+        c0, c1, data, at = scanning
+        pieces = [_bytes_through(c0, c1, data, through)[at:]]
+        for b0, b1, held in self._blocks:
+            if b0 >= through:
+                break
+            pieces.append(_bytes_through(b0, b1, held, through))
+        region = b"".join(pieces)
+        events = region.count(b"\n\n")
+        # Only the short needle over all of it (a longer one is searched in C at a few
+        # times its cost): ``[DONE]`` ends a stream, so it can only be at the region's end,
+        # and pings come in streams whose events are named (each one's first line).
+        if region.find(b"[DONE]", len(region) - _DONE_TAIL) >= 0:
+            events -= 1
+        if region.find(b"event:", 0, _NAMED_HEAD) >= 0:
+            events -= region.count(b"event: ping")
+        events = max(events, 0)
+        self._counted = (scanning, through, events)
+        return events
 
     # -- dating ------------------------------------------------------------------------------
     def pace(self, after: int = -1) -> float | None:
@@ -534,12 +615,20 @@ class Arrivals:
         t_obs = self.t[j]
         low = max(self.t[j - 1] if j else self.t_start, min(self.quiet[j], t_obs))
         ends = self.ends
+        later = 0
+        counted = None
         if ends and ends[-1] < cums[j]:
             # The events the observation's bytes hold after this one are counted, not
             # guessed: a scan that stopped at the first token left them (one block, read).
-            self.scan(through=cums[j])
-        later = bisect_right(ends, cums[j]) - bisect_right(ends, offset)
-        if ends and ends[-1] < cums[j] and len(ends) > 1:
+            # SSE's are counted in C (a stream read late is one block: its events one by one
+            # in Python cost more than the SDK's own parse of them), others scanned.
+            counted = self._count_unscanned(cums[j])
+            if counted is None:
+                self.scan(through=cums[j])
+            else:
+                later = counted
+        later += bisect_right(ends, cums[j]) - bisect_right(ends, offset)
+        if counted is None and ends and ends[-1] < cums[j] and len(ends) > 1:
             # Events not scanned (nobody needed them): as many as the bytes hold at the
             # scanned events' mean size.
             mean = (ends[-1] - ends[0]) / (len(ends) - 1)
