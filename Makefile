@@ -26,6 +26,16 @@ FRAMEWORK_PINS ?= "google-adk>=2,<3" "autogen-agentchat>=0.7,<0.8" "autogen-ext[
 	"strands-agents[openai]>=1.60,<2" "llama-index-core>=0.14,<0.15" "llama-index-llms-openai>=0.6" \
 	"crewai>=1.10,<2" "semantic-kernel>=1.40,<2"
 PYTEST_ARGS ?=
+# Each pytest part runs in two phases (pytest_phases below): first every test not marked
+# quiet on TEST_WORKERS xdist worker processes side by side (most of the suite's time is
+# waiting on simulators, servers and subprocesses, not on the two cores; each worker takes
+# whole files, so a module's shared set-up is made once), then the quiet ones (timing bounds
+# too tight for a machine busy with the suite itself) alone, serially.  TEST_WORKERS=0: both
+# phases in one process each, as before (to debug one test: PYTEST_ARGS="-k NAME" or plain
+# `.venv/bin/python -m pytest tests/...`, which runs serially).
+TEST_WORKERS ?= 4
+# make test-pythons runs its versions side by side: this many workers each.
+PYTHONS_WORKERS ?= 2
 # Where make docs-check builds the site (ignored by git).
 DOCS_SITE ?= site
 # make docs: the site's own packages ([docs]), not the 1.5 GB test environment.
@@ -51,6 +61,13 @@ SERVER_MODULES := deploy/otel-collector/otelcol deploy/servers/jaeger deploy/ser
 	deploy/servers/alertmanager
 SERVER_SOURCES := $(foreach m,$(SERVER_MODULES),$(m)/go.mod $(m)/go.sum) \
 	$(wildcard deploy/otel-collector/otelcol/*.go)
+
+# $(1): an interpreter and pytest's options and paths; $(2): the worker count.  Both phases
+# run; the part fails if either failed (a phase that selects nothing passes).
+define pytest_phases
+	rc=0; $(1) -n $(2) --dist loadfile --quiet-tests=skip $(PYTEST_ARGS) || rc=1; \
+	$(1) -n 0 --quiet-tests=only $(PYTEST_ARGS) || rc=1; exit $$rc
+endef
 
 # netfilterqueue builds against libnetfilter-queue-dev; without it the kernel-delay tests skip.
 define kernel_delay_deps
@@ -196,8 +213,9 @@ test-pythons: $(VENV)/.test-installed
 	  ( if [ ! -f $$venv/.installed ]; then \
 	      $$p -m venv --clear $$venv && $$venv/bin/python -m pip install -q --upgrade pip && \
 	      $$venv/bin/python -m pip install -q -e '.[test]' && touch $$venv/.installed; fi && \
-	    $$venv/bin/python -V && $$venv/bin/python -m pytest -q -p no:cacheprovider \
-	      -m "not slow" $(CORE_SUITES) $(PYTEST_ARGS); echo $$? > $$venv/core.status \
+	    $$venv/bin/python -V && ( $(call pytest_phases,$$venv/bin/python -m pytest -q \
+	      -p no:cacheprovider -m "not slow" $(CORE_SUITES),$(PYTHONS_WORKERS)) ); \
+	    echo $$? > $$venv/core.status \
 	  ) > $$venv.log 2>&1 & \
 	done; wait; failed=""; \
 	for venv in $$ran; do \
@@ -220,11 +238,12 @@ test-current: $(VENV)/.test-installed servers
 	AGENT_LATENCY_AIDER_PYTHON=$(abspath $(AIDER))/bin/python \
 	AGENT_LATENCY_FRAMEWORKS_PYTHON=$(abspath $(FRAMEWORKS))/bin/python \
 	AGENT_LATENCY_PHOENIX=$(abspath $(PHOENIX))/bin/phoenix \
-	  $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	  $(call pytest_phases,$(VENV)/bin/python -m pytest,$(TEST_WORKERS))
 
 # The tests that talk to the SDKs, again on their older httpx-based releases.
 test-legacy: $(LEGACY)/.test-installed
-	$(LEGACY)/bin/python -m pytest -m "not current_only" tests/simulator tests/instrumentation tests/network tests/tools/test_mcp.py tests/tools/test_subprocess.py $(PYTEST_ARGS)
+	$(call pytest_phases,$(LEGACY)/bin/python -m pytest -m "not current_only" tests/simulator \
+	  tests/instrumentation tests/network tests/tools/test_mcp.py tests/tools/test_subprocess.py,$(TEST_WORKERS))
 
 # --strict: a broken link, a page missing from the nav or an API name that no longer resolves
 # fails the build.

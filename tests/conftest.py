@@ -23,6 +23,35 @@ from agent_latency import BudgetSpanProcessor, _log, semconv
 os.environ[semconv.ENV_PROCESS_TASK] = "false"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--quiet-tests", choices=("include", "skip", "only"), default="include",
+        help="tests marked quiet: run them with the rest (include), leave them out (skip: "
+             "make test's phase on worker processes) or run only them (only: its phase "
+             "alone, after); a phase with no test of its own passes")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--quiet-tests``: make test runs most tests on xdist workers side by side and the
+    ones marked ``quiet`` (timing bounds too tight for a machine busy with the suite itself)
+    in a serial phase of their own."""
+    which = config.getoption("quiet_tests", "include")
+    if which == "include":
+        return
+    keep = [i for i in items if (i.get_closest_marker("quiet") is not None) == (which == "only")]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # One phase of two may have nothing to run (PYTEST_ARGS="-k ...", or a suite without
+    # quiet tests): that phase passes, the other one reports the tests.
+    if (exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
+            and session.config.getoption("quiet_tests", "include") != "include"):
+        session.exitstatus = pytest.ExitCode.OK
+
+
 @pytest.fixture(autouse=True)
 def no_internal_errors(request: pytest.FixtureRequest) -> Iterator[list[str]]:
     """Fails a test whose code hit an internal error of ours that the program never saw.

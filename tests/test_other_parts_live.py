@@ -46,6 +46,8 @@ def _parts(span: Any) -> dict[str, float]:
     return {p: span.attributes[semconv.budget_other_part(p)] for p in OTHER_PARTS}
 
 
+# quiet: each part's seconds against its cause's, to 5 ms (make test runs it alone).
+@pytest.mark.quiet
 class TestLive:
     """The processor measures each part and writes it on the task span."""
 

@@ -14,8 +14,10 @@ from machine_load import busy_slack
 from agent_latency import semconv
 from agent_latency.simulator import SimulatorConfig, SimulatorProcess, kernel_delay_unavailable
 
-pytestmark = pytest.mark.skipif(kernel_delay_unavailable() is not None,
-                                reason=f"kernel delay unavailable: {kernel_delay_unavailable()}")
+# quiet: round trips injected in the kernel, to a few ms (make test runs it alone).
+pytestmark = [pytest.mark.skipif(kernel_delay_unavailable() is not None,
+                                 reason=f"kernel delay unavailable: {kernel_delay_unavailable()}"),
+              pytest.mark.quiet]
 RTT = 0.02
 BODY = {"model": "sim", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8}
 

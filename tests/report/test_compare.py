@@ -84,6 +84,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.quiet  # rates recorded on the simulator, to 2 %: make test runs it alone
 class TestCompareOnTheSimulator:
     """The faster output rate is found significantly faster; the same rate twice is not."""
 
