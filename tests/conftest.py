@@ -38,9 +38,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     which = config.getoption("quiet_tests", "include")
     if which == "include":
         return
-    keep = [i for i in items if (i.get_closest_marker("quiet") is not None) == (which == "only")]
-    if len(keep) < len(items):
-        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+    keep, drop = [], []
+    for item in items:
+        quiet = item.get_closest_marker("quiet") is not None
+        (keep if quiet == (which == "only") else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 

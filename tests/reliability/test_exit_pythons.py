@@ -159,6 +159,7 @@ class TestExitOnEveryPython:
                           **{semconv.ENV_EXIT_TIMEOUT: "1"})
         assert proc.returncode == 0, proc.stderr
         assert "Traceback" not in proc.stderr, proc.stderr
-        # Start-up and the program itself take well under a second; 6 s leaves room for a
-        # loaded machine and still fails an exit that waits for the exporter's timeout.
-        assert took < 6.0, (took, proc.stderr)
+        # Start-up and the program itself take well under a second idle, up to 7.3 s seen
+        # on a machine loaded 15 deep; an exit that waited for the exporter's 10 s timeout
+        # takes longer than 10 s whatever the load, so 9.5 s still tells them apart.
+        assert took < 9.5, (took, proc.stderr)
