@@ -97,7 +97,7 @@ def guarded(url: str, traces: Iterator[list[StoredSpan]]) -> Iterator[list[Store
 
 
 def jaeger(url: str, problems: list[str], keep: KeepFunction | None,
-            auth: dict[str, str]) -> Iterator[list[StoredSpan]]:
+           auth: dict[str, str]) -> Iterator[list[StoredSpan]]:
     """Jaeger's query API: one response holds whole traces, handed out one at a time."""
     base, params = _split_url(url)
     limits = Limits.from_environment()
@@ -172,7 +172,7 @@ def _jaeger_value(tag: dict[str, Any]) -> Any:
 
 
 def tempo(url: str, problems: list[str], keep: AttributeFilter | None,
-           auth: dict[str, str]) -> Iterator[list[StoredSpan]]:
+          auth: dict[str, str]) -> Iterator[list[StoredSpan]]:
     """Tempo: a search for trace ids, then each trace on its own (memory: one trace)."""
     base, params = _split_url(url)
     limits = Limits.from_environment()
@@ -211,7 +211,7 @@ def tempo(url: str, problems: list[str], keep: AttributeFilter | None,
 
 
 def phoenix(url: str, problems: list[str], keep: KeepFunction | None,
-             auth: dict[str, str]) -> Iterator[list[StoredSpan]]:
+            auth: dict[str, str]) -> Iterator[list[StoredSpan]]:
     """Phoenix's spans API pages through a project's spans in no trace order, so a trace is
     whole only after the last page: the project's spans are held (budget attributes only).
     Paging stops, with a problem line, at a cursor seen before (a server that never ends its

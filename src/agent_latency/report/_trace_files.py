@@ -26,7 +26,7 @@ def keeper(keep: Any) -> KeepFunction | None:
 
 
 def read_files(paths: list[Path], forced: str | None, problems: list[str],
-           keep: AttributeFilter | None) -> Iterator[list[StoredSpan]]:
+               keep: AttributeFilter | None) -> Iterator[list[StoredSpan]]:
     json_paths = [p for p in paths if (forced or sniff(p)) == "otlp-json"]
     yield from iter_traces(json_paths, problems, keep=keep) if json_paths else ()
     times = TimeCheck(problems)
