@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from machine_load import busy_slack
 
 from agent_latency import semconv
 from agent_latency.report._compare import compare_tasks, mann_whitney_rank, shift
@@ -110,8 +111,11 @@ class TestCompareOnTheSimulator:
         # about 1.5 ms per call at 800 tok/s), which shortens its output time.
         output = task["metrics"]["output_generation"]
         truth_difference = statistics.median(fast_truth) - statistics.median(slow_truth)
+        # The simulator's own pacing drifts on a loaded machine (3.8 % with two busy loops
+        # beside the suite): a check of the set-up, loose; the product's claim is the next
+        # one, against the truth itself.
         assert truth_difference == pytest.approx(3 * 39 * (1 / FAST_TPS - 1 / SLOW_TPS),
-                                                 rel=0.02)
+                                                 rel=0.06 if busy_slack() else 0.02)
         assert output["estimate"] == pytest.approx(truth_difference, rel=0.03)
         # No tools in these tasks: nothing to call significant.
         assert not task["metrics"]["tool_execution"]["significant"]
