@@ -39,6 +39,14 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
     return base, dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
 
 
+def _request_parts(url: str, problems: list[str]) -> tuple[str, dict[str, str], Limits,
+                                                         TimeCheck]:
+    """What every reader starts from: the base URL, its query parameters, the request
+    bounds from the environment, and the clock check that states skew into ``problems``."""
+    base, params = _split_url(url)
+    return base, params, Limits.from_environment(), TimeCheck(problems)
+
+
 def _get_json(url: str, limits: Limits, headers: dict[str, str] | None = None) -> dict[str, Any]:
     """The JSON object ``GET url`` answers (see ``report/_http.py`` for the bounds)."""
     body = _http.get(url, headers or {}, limits)
@@ -99,9 +107,7 @@ def guarded(url: str, traces: Iterator[list[StoredSpan]]) -> Iterator[list[Store
 def jaeger(url: str, problems: list[str], keep: KeepFunction | None,
            auth: dict[str, str]) -> Iterator[list[StoredSpan]]:
     """Jaeger's query API: one response holds whole traces, handed out one at a time."""
-    base, params = _split_url(url)
-    limits = Limits.from_environment()
-    times = TimeCheck(problems)
+    base, params, limits, times = _request_parts(url, problems)
     trace_id = params.pop("trace", None)
     if trace_id:
         query = f"{base}/api/traces/{_trace_id_param(trace_id, url)}"
@@ -174,9 +180,7 @@ def _jaeger_value(tag: dict[str, Any]) -> Any:
 def tempo(url: str, problems: list[str], keep: AttributeFilter | None,
           auth: dict[str, str]) -> Iterator[list[StoredSpan]]:
     """Tempo: a search for trace ids, then each trace on its own (memory: one trace)."""
-    base, params = _split_url(url)
-    limits = Limits.from_environment()
-    times = TimeCheck(problems)
+    base, params, limits, times = _request_parts(url, problems)
     trace_id = params.pop("trace", None)
     if trace_id:
         ids = [_trace_id_param(trace_id, url)]
@@ -219,12 +223,10 @@ def phoenix(url: str, problems: list[str], keep: KeepFunction | None,
     ``AGENT_LATENCY_BACKEND_MAX_SPANS`` spans held, at the source's total deadline
     (``AGENT_LATENCY_BACKEND_TOTAL_TIMEOUT``) or at a page that fails after the first: the
     spans read until then are reported all the same."""
-    base, params = _split_url(url)
+    base, params, limits, times = _request_parts(url, problems)
     project = params.pop("project", None)
     if not project:
         raise TraceFileError(f"{url}: Phoenix needs ?project=NAME")
-    limits = Limits.from_environment()
-    times = TimeCheck(problems)
     headers = dict(auth)
     if key := os.environ.get("PHOENIX_API_KEY"):
         headers["Authorization"] = f"Bearer {key}"
