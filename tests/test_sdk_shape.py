@@ -12,12 +12,13 @@ import importlib.util
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from opentelemetry.sdk.metrics import Counter
 from opentelemetry.sdk.metrics.export import AggregationTemporality, MetricExporter
 from opentelemetry.sdk.metrics.view import LastValueAggregation
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.trace import SpanKind
 
 import agent_latency
@@ -225,3 +226,134 @@ class TestOneModule:
         reads = private_sdk_reads(SRC, skip=frozenset())
         assert any(r.startswith(f"{SRC.name}/_sdk.py:") and r.endswith(" _dict") for r in reads)
         assert sys.modules["agent_latency._sdk"] is _sdk
+
+
+def _exported(provider: TracerProvider) -> tuple[object, list]:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter, exporter.get_finished_spans
+
+
+class _Calls(SpanProcessor):
+    """Counts what a processor is handed."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.ended: list[str] = []
+
+    def on_start(self, span, parent_context=None) -> None:
+        self.started.append(span.name)
+
+    def on_end(self, span) -> None:
+        self.ended.append(span.name)
+
+    def shutdown(self) -> None: ...
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+class TestPlainAttributes:
+    """set_plain_attributes stores exactly what set_attributes would, or goes through it."""
+
+    ATTRS: ClassVar[dict[str, object]] = {"s": "x", "b": True, "i": 3, "f": 0.25,
+                                          "t": ("stop", "length"), "e": ()}
+
+    def both(self, attrs, **limits) -> tuple[dict, dict]:
+        from opentelemetry.sdk.trace import SpanLimits
+
+        provider = TracerProvider(span_limits=SpanLimits(**limits))
+        tracer = provider.get_tracer("shape")
+        fast, slow = tracer.start_span("fast"), tracer.start_span("slow")
+        _sdk.set_plain_attributes(fast, dict(attrs))
+        slow.set_attributes(dict(attrs))
+        fast.end()
+        slow.end()
+        return dict(fast.attributes), dict(slow.attributes)
+
+    def test_same_as_the_sdk_on_plain_values(self):
+        fast, slow = self.both(self.ATTRS)
+        assert fast == slow == self.ATTRS
+
+    @pytest.mark.parametrize("value", [["a", "b"], ("a", 1), (1.5, None), object(), None,
+                                       SpanKind.CLIENT])
+    def test_anything_else_goes_through_the_sdk(self, value):
+        fast, slow = self.both({"k": value, "n": 1})
+        assert fast == slow
+
+    @pytest.mark.parametrize("limits", [{"max_span_attributes": 3},
+                                        {"max_span_attribute_length": 2}])
+    def test_limits_act_as_they_would(self, limits):
+        fast, slow = self.both({"a": "long", "b": "longer", "c": 1, "d": 2.0}, **limits)
+        assert fast == slow
+        assert len(fast) < 4 or fast["a"] == "lo"
+
+    def test_the_fast_path_is_taken_where_it_can(self, monkeypatch):
+        span = TracerProvider().get_tracer("shape").start_span("s")
+        monkeypatch.setattr(type(span), "set_attributes",
+                            lambda *a: pytest.fail("went through the SDK"))
+        _sdk.set_plain_attributes(span, dict(self.ATTRS))
+        assert dict(span.attributes) == self.ATTRS
+
+    def test_an_ended_span_is_left_as_the_sdk_leaves_it(self):
+        span = TracerProvider().get_tracer("shape").start_span("s")
+        span.end()
+        _sdk.set_plain_attributes(span, {"late": 1})
+        assert "late" not in span.attributes
+
+
+class TestFinishedChildren:
+    """emit_finished_children: the spans start_span + end would export, handed over ended."""
+
+    def test_same_spans_as_through_the_tracer(self):
+        from opentelemetry import trace
+
+        provider = TracerProvider()
+        calls = _Calls()
+        provider.add_span_processor(calls)
+        exporter, finished = _exported(provider)
+        tracer = provider.get_tracer("agent_latency", "9.9")
+        parent = tracer.start_span("chat m", kind=SpanKind.CLIENT)
+        attrs = {"openinference.span.kind": "CHAIN"}
+        tiles = [("network", 1_000, 2_000), ("prefill", 2_000, 5_000)]
+        assert _sdk.emit_finished_children(tracer, parent, tiles,
+                                           _sdk.frozen_attributes(attrs))
+        context = trace.set_span_in_context(parent)
+        for name, start, end in tiles:
+            tracer.start_span(name, context=context, start_time=start,
+                              attributes=attrs).end(end_time=end)
+        parent.end()
+        spans = finished()
+        fast, slow = spans[:2], spans[2:4]
+        for ours, theirs in zip(fast, slow, strict=True):
+            for field in ("name", "kind", "parent", "start_time", "end_time", "resource",
+                          "instrumentation_scope", "status", "events", "links"):
+                assert getattr(ours, field) == getattr(theirs, field), field
+            assert dict(ours.attributes) == dict(theirs.attributes) == attrs
+            assert ours.context.trace_id == theirs.context.trace_id == parent.context.trace_id
+            assert ours.context.trace_flags == theirs.context.trace_flags
+            assert ours.context.span_id not in (theirs.context.span_id,
+                                                parent.context.span_id)
+            assert ours.dropped_attributes == 0
+        assert len({s.context.span_id for s in spans}) == 5
+        # Handed over ended: the processors see them in on_end only.
+        assert calls.started == ["chat m", "network", "prefill"]
+        assert calls.ended == ["network", "prefill", "network", "prefill", "chat m"]
+        exporter.shutdown()
+
+    def test_nothing_done_where_the_tracer_cannot(self):
+        from opentelemetry.trace import NonRecordingSpan, ProxyTracer, SpanContext, TraceFlags
+
+        provider = TracerProvider()
+        calls = _Calls()
+        provider.add_span_processor(calls)
+        tracer = provider.get_tracer("shape")
+        tiles = [("prefill", 1, 2)]
+        unsampled = NonRecordingSpan(SpanContext(1, 2, False, TraceFlags(0)))
+        assert not _sdk.emit_finished_children(tracer, unsampled, tiles, {})
+        assert not _sdk.emit_finished_children(ProxyTracer("x"), tracer.start_span("p"),
+                                               tiles, {})
+        assert calls.ended == []

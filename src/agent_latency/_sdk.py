@@ -38,11 +38,15 @@ __all__ = [
     "batch_queue",
     "batch_worker",
     "bounded_dict",
+    "default_textmap",
+    "emit_finished_children",
     "end_ns",
     "ended_span_times",
     "exporter_endpoint",
+    "frozen_attributes",
     "preferred_aggregation",
     "preferred_temporality",
+    "set_plain_attributes",
     "span_id",
     "span_kind",
     "span_name",
@@ -265,3 +269,127 @@ def worker_thread(batch: object) -> Any:
 def span_batch_queue(processor: object) -> Any:
     """The queue (a deque with its ``maxlen``) behind a ``BatchSpanProcessor``, or None."""
     return batch_queue(batch_of(processor))
+
+
+# -- writes on our own spans ------------------------------------------------------------------
+# Attribute values the SDK stores as given (``_clean_attribute_value`` returns them as they
+# are): exact types, so a subclass (an IntEnum, a numpy float) still goes through the SDK.
+_SCALARS = frozenset({str, bool, int, float})
+
+try:
+    from opentelemetry.attributes import BoundedAttributes as _Bounded
+    from opentelemetry.sdk.trace import ReadableSpan as _ReadableSpan
+    from opentelemetry.trace import SpanContext as _SpanContext
+    from opentelemetry.trace import SpanKind as _SpanKind
+except ImportError:  # pragma: no cover - the SDK is a core dependency
+    _Bounded = _ReadableSpan = _SpanContext = _SpanKind = None  # type: ignore[assignment,misc]
+
+
+def _plain(values: Any) -> bool:
+    """Whether every value is one the SDK keeps unchanged: a str, bool, int or float, or a
+    tuple of one of them (what ``_clean_attribute_value`` makes of a homogeneous list)."""
+    if _SCALARS.issuperset(map(type, values)):
+        return True
+    for value in values:
+        kind = type(value)
+        if kind in _SCALARS:
+            continue
+        if kind is not tuple:
+            return False
+        kinds = set(map(type, value))
+        if len(kinds) > 1 or not _SCALARS.issuperset(kinds):
+            return False
+    return True
+
+
+def set_plain_attributes(span: Any, attributes: dict[str, Any]) -> None:
+    """``span.set_attributes(attributes)``, for attributes this library built itself.
+
+    The SDK re-validates every value (``_clean_attribute_value``: an ``isinstance`` chain
+    through ``collections.abc`` per value, ~40 attributes on a call span).  When the values
+    are already what it would store (:func:`_plain`), no limit can act (no value length
+    limit, room for them all under the count limit) and the span is still recording, they
+    are written into its attribute dict under its lock: the same attributes, read the same
+    way by every processor and exporter.  Anything else goes through the SDK.
+    """
+    if PRIVATE_FIELDS:
+        store = getattr(span, "_attributes", None)
+        lock = getattr(span, "_lock", None)
+        if (type(store) is _Bounded and lock is not None and store.max_value_len is None
+                and not store._immutable
+                and (store.maxlen is None or len(store._dict) + len(attributes) <= store.maxlen)
+                and _plain(attributes.values())):
+            with lock:
+                if getattr(span, "_end_time", 0) is None:
+                    store._dict.update(attributes)
+                    return
+    span.set_attributes(attributes)
+
+
+def frozen_attributes(attributes: Mapping[str, Any]) -> Any:
+    """An immutable SDK ``BoundedAttributes`` of ``attributes``, to share between spans
+    (:func:`emit_finished_children`); the mapping itself when the SDK has none."""
+    return _Bounded(attributes=attributes, immutable=True) if _Bounded is not None \
+        else dict(attributes)
+
+
+def emit_finished_children(tracer: Any, parent: Any, children: Any, attributes: Any) -> bool:
+    """Hand the tracer's span processors one finished child span of ``parent`` per
+    ``(name, start_ns, end_ns)`` in ``children``, each with ``attributes`` (see
+    :func:`frozen_attributes`); False, with nothing done, where the tracer or the parent
+    is not the SDK's as expected (the caller starts and ends them through the tracer then).
+
+    A call's phase spans are records of intervals already over: built as the SDK's own
+    ``ReadableSpan`` (what every processor's ``on_end`` receives), on the parent's trace
+    and sampling decision, they skip the sampler, the context lookups, the span lock and
+    ``on_start`` — about 90 of the ~105 Python calls a started-and-ended span costs.
+    Processors see them in ``on_end`` only, as the spans of a span that was never open;
+    the SDK's own span metrics (``OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED``) do not count
+    them.
+    """
+    if not PRIVATE_FIELDS or _ReadableSpan is None or not isinstance(parent, _ReadableSpan):
+        return False
+    processor = getattr(tracer, "span_processor", None)
+    ids = getattr(tracer, "id_generator", None)
+    resource = getattr(tracer, "resource", None)
+    context = getattr(parent, "_context", None)
+    on_end = getattr(processor, "on_end", None)
+    if on_end is None or ids is None or resource is None or type(context) is not _SpanContext:
+        return False
+    # (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid), unpacked in C: its
+    # properties are a Python call each.
+    trace_id, _span_id, _remote, flags, state, _valid = context
+    if not flags & 0x01:  # not sampled
+        return False
+    scope = getattr(tracer, "_instrumentation_scope", None)
+    info = getattr(tracer, "instrumentation_info", None)
+    new_id = ids.generate_span_id
+    for name, start, end in children:
+        on_end(_ReadableSpan(
+            name, _SpanContext(trace_id, new_id(), False, flags, state), context, resource,
+            attributes, kind=_SpanKind.INTERNAL, instrumentation_info=info,
+            start_time=start, end_time=end, instrumentation_scope=scope))
+    return True
+
+
+def default_textmap(textmap: Any) -> bool:
+    """Whether ``textmap`` is the API's default propagator: a ``CompositePropagator`` of
+    exactly ``TraceContextTextMapPropagator`` then ``W3CBaggagePropagator`` (its private
+    ``_propagators``), and SpanContext unpacks as the tuple ``_inject`` reads."""
+    try:
+        # Inside the try: an API without these names fails the check, not the import (and
+        # this runs once per global textmap object).
+        from opentelemetry.baggage.propagation import W3CBaggagePropagator
+        from opentelemetry.propagators.composite import CompositePropagator
+        from opentelemetry.trace import SpanContext, TraceFlags, TraceState
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        probe = SpanContext(5, 6, True, TraceFlags(1), TraceState([("k", "v")]))
+        if tuple(probe) != (probe.trace_id, probe.span_id, probe.is_remote, probe.trace_flags,
+                            probe.trace_state, probe.is_valid):
+            return False
+        return (type(textmap) is CompositePropagator
+                and [type(p) for p in getattr(textmap, "_propagators", ())]
+                == [TraceContextTextMapPropagator, W3CBaggagePropagator])
+    except Exception:  # noqa: BLE001 - any surprise: the API's own inject
+        return False

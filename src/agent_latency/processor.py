@@ -30,7 +30,7 @@ from opentelemetry.trace import SpanKind
 
 from . import _hooks, semconv
 from ._import_times import IMPORTS
-from ._log import Guard, warn_once
+from ._log import FAULTS, Guard, fault, warn_once
 from ._pauses import PAUSES
 from ._sdk import attribute_store as _attribute_store
 from ._sdk import attributes_of as _attributes_of
@@ -229,6 +229,12 @@ class _OpenTask(TaskNode):
         self.kept = len(running.pending)
 
 
+# The places of the span callbacks, guarded inline (see ``on_start``).
+_ON_START = Guard("BudgetSpanProcessor.on_start")
+_ON_ENDING = Guard("BudgetSpanProcessor._on_ending")
+_ON_END = Guard("BudgetSpanProcessor.on_end")
+
+
 def _set_on_ended_span(span: Any, attributes: Mapping[str, Any]) -> bool:
     """Add attributes to a span that has already ended; False when this SDK does not allow it.
 
@@ -344,115 +350,127 @@ class BudgetSpanProcessor(SpanProcessor):
         self._in_tool.clear()
 
     # -- SpanProcessor ---------------------------------------------------------------
-    @Guard("BudgetSpanProcessor.on_start")
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        if not self._enabled:
-            return
-        parent = _span_parent(span)  # the SDK's own field (_sdk): a property costs more
-        owner = self._owner.get(parent.span_id) if parent is not None else None
-        attrs = _attributes_of(span)
-        if attrs and _TASK_NAME in attrs:
-            task = _OpenTask(_span_id(span), str(attrs[_TASK_NAME]), _start_ns(span) or 0,
-                             owner, whole_process=_PROCESS in attrs or _RUN in attrs)
-            if _STARTUP in attrs:
-                task.running.add(startup_overlay(attrs, task.start_ns))
-            self._open(task)
-            return
-        if owner is None:
-            # A request served with no task around it: a task if agent work happens.
-            if _span_kind(span) is _SERVER and (parent is None or parent.is_remote):
-                self._open(_OpenTask(_span_id(span), _span_name(span),
-                                     _start_ns(span) or 0, None, request=True))
-            return
-        if owner.closed:
-            return
-        sid = _span_id(span)
-        owner_map = self._owner
-        owner_map[sid] = owner
-        owner.open_spans += 1
-        start = _start_ns(span) or 0
-        owner.open_starts[sid] = start
-        # The process's CPU time at span boundaries: the agent's own CPU is placed on the
-        # task's other time between two of them.
-        now = _time_ns()
-        owner.sample(now)
-        if owner.parent is not None:
-            for outer in owner.ancestors():
-                outer.open_starts[sid] = start
-                outer.sample(now)
-        # A tool run by a tool (a shell command under a ``run_shell`` function) is tool
-        # time like any other, but not another tool call, and a what-if scales it inside
-        # the outer tool: remember the outermost tool each span runs in.
-        top = self._in_tool.get(parent.span_id)
-        if top is not None:
-            self._in_tool[sid] = top
-        elif _starts_tool(span, attrs):
-            self._in_tool[sid] = sid
-        if len(owner_map) > _MAX_OPEN_SPANS:
-            self._sweep()
+        try:  # inline, not @Guard: one Python call less per span of the program
+            if FAULTS:
+                fault(_ON_START.place)
+            if not self._enabled:
+                return
+            parent = _span_parent(span)  # the SDK's own field (_sdk): a property costs more
+            owner = self._owner.get(parent.span_id) if parent is not None else None
+            attrs = _attributes_of(span)
+            if attrs and _TASK_NAME in attrs:
+                task = _OpenTask(_span_id(span), str(attrs[_TASK_NAME]), _start_ns(span) or 0,
+                                 owner, whole_process=_PROCESS in attrs or _RUN in attrs)
+                if _STARTUP in attrs:
+                    task.running.add(startup_overlay(attrs, task.start_ns))
+                self._open(task)
+                return
+            if owner is None:
+                # A request served with no task around it: a task if agent work happens.
+                if _span_kind(span) is _SERVER and (parent is None or parent.is_remote):
+                    self._open(_OpenTask(_span_id(span), _span_name(span),
+                                         _start_ns(span) or 0, None, request=True))
+                return
+            if owner.closed:
+                return
+            sid = _span_id(span)
+            owner_map = self._owner
+            owner_map[sid] = owner
+            owner.open_spans += 1
+            start = _start_ns(span) or 0
+            owner.open_starts[sid] = start
+            # The process's CPU time at span boundaries: the agent's own CPU is placed on the
+            # task's other time between two of them.
+            now = _time_ns()
+            owner.sample(now)
+            if owner.parent is not None:
+                for outer in owner.ancestors():
+                    outer.open_starts[sid] = start
+                    outer.sample(now)
+            # A tool run by a tool (a shell command under a ``run_shell`` function) is tool
+            # time like any other, but not another tool call, and a what-if scales it inside
+            # the outer tool: remember the outermost tool each span runs in.
+            top = self._in_tool.get(parent.span_id)
+            if top is not None:
+                self._in_tool[sid] = top
+            elif _starts_tool(span, attrs):
+                self._in_tool[sid] = sid
+            if len(owner_map) > _MAX_OPEN_SPANS:
+                self._sweep()
+        except Exception:  # noqa: BLE001 - our failure must never become the program's
+            _ON_START.report()
 
-    @Guard("BudgetSpanProcessor._on_ending")
     def _on_ending(self, span: Span) -> None:
-        # Newer SDKs (the spec's OnEnding) call this after end() and before any processor's
-        # on_end, so a request task's budget reaches exporters added before us too.
-        if not self._enabled:
-            return
-        task = self._tasks.get(_span_id(span))
-        if task is not None and task.request:
-            self._finish_request(task, span)
+        try:  # inline, not @Guard: one Python call less per span of the program
+            if FAULTS:
+                fault(_ON_ENDING.place)
+            # Newer SDKs (the spec's OnEnding) call this after end() and before any processor's
+            # on_end, so a request task's budget reaches exporters added before us too.
+            if not self._enabled:
+                return
+            task = self._tasks.get(_span_id(span))
+            if task is not None and task.request:
+                self._finish_request(task, span)
+        except Exception:  # noqa: BLE001 - our failure must never become the program's
+            _ON_ENDING.report()
 
-    @Guard("BudgetSpanProcessor.on_end")
     def on_end(self, span: ReadableSpan) -> None:
-        if not self._enabled:
-            return
-        sid = _span_id(span)
-        task = self._owner.pop(sid, None)
-        if task is None:
-            return
-        if task.span_id == sid:
-            if task.request:
-                self._finish_request(task, span)  # an SDK without _on_ending
-            self._close(task, span)
-            return
-        task.open_spans -= 1
-        top = self._in_tool.pop(sid, sid)
-        # Its work counts in its task and in every open task around it (a nested task's
-        # too, so each folds its own time), while they are open.
-        tasks = [task, *task.ancestors()] if task.parent is not None else [task]
-        attrs = _attributes_of(span)
-        start, end = _span_times(span) if attrs else (0, 0)
-        now = _time_ns()
-        for counted in tasks:
-            counted.open_starts.pop(sid, None)
-            counted.sample(now)
-            if attrs and start > counted.last_start:
-                counted.last_start = start
-        if not attrs:
-            return
-        component = attrs.get(_COMPONENT)
-        tool = component == _TOOL_EXECUTION or (component is None and is_tool(attrs))
-        if tool and end >= start:
-            # The common case, kept to a tuple append and a counter (a plain tuple of
-            # Interval's shape: the engine reads it by index, and the NamedTuple's
-            # constructor would cost more than the rest of this branch).
-            # ``call`` is the outermost tool's span id: nested tools share their parent's.
-            interval = (start, max(end, start), "tool", top, 0, attrs.get(_TOOL_NAME, ""))
+        try:  # inline, not @Guard: one Python call less per span of the program
+            if FAULTS:
+                fault(_ON_END.place)
+            if not self._enabled:
+                return
+            sid = _span_id(span)
+            task = self._owner.pop(sid, None)
+            if task is None:
+                return
+            if task.span_id == sid:
+                if task.request:
+                    self._finish_request(task, span)  # an SDK without _on_ending
+                self._close(task, span)
+                return
+            task.open_spans -= 1
+            top = self._in_tool.pop(sid, sid)
+            # Its work counts in its task and in every open task around it (a nested task's
+            # too, so each folds its own time), while they are open.
+            tasks = [task, *task.ancestors()] if task.parent is not None else [task]
+            attrs = _attributes_of(span)
+            start, end = _span_times(span) if attrs else (0, 0)
+            now = _time_ns()
             for counted in tasks:
-                if counted.closed:
-                    continue
-                counted.running.pending.append(interval)
+                counted.open_starts.pop(sid, None)
+                counted.sample(now)
+                if attrs and start > counted.last_start:
+                    counted.last_start = start
+            if not attrs:
+                return
+            component = attrs.get(_COMPONENT)
+            tool = component == _TOOL_EXECUTION or (component is None and is_tool(attrs))
+            if tool and end >= start:
+                # The common case, kept to a tuple append and a counter (a plain tuple of
+                # Interval's shape: the engine reads it by index, and the NamedTuple's
+                # constructor would cost more than the rest of this branch).
+                # ``call`` is the outermost tool's span id: nested tools share their parent's.
+                interval = (start, max(end, start), "tool", top, 0, attrs.get(_TOOL_NAME, ""))
+                for counted in tasks:
+                    if counted.closed:
+                        continue
+                    counted.running.pending.append(interval)
+                    if top == sid:
+                        counted.counts["tool_calls"] += 1
+                    counted.maybe_fold()
                 if top == sid:
-                    counted.counts["tool_calls"] += 1
-                counted.maybe_fold()
-            if top == sid:
-                # Tool names are code-chosen (function, executable, MCP tool): bounded.
-                name = attrs.get(_TOOL_NAME)
-                self._tool_duration.record(
-                    (end - start) / 1e9,
-                    {_TOOL_NAME: name} if name else None)
-            return
-        if component is not None or tool or _LLM_CLIENT in attrs:
-            self._collect(tasks, span, attrs, top)
+                    # Tool names are code-chosen (function, executable, MCP tool): bounded.
+                    name = attrs.get(_TOOL_NAME)
+                    self._tool_duration.record(
+                        (end - start) / 1e9,
+                        {_TOOL_NAME: name} if name else None)
+                return
+            if component is not None or tool or _LLM_CLIENT in attrs:
+                self._collect(tasks, span, attrs, top)
+        except Exception:  # noqa: BLE001 - our failure must never become the program's
+            _ON_END.report()
 
     def shutdown(self) -> None:
         self._enabled = False

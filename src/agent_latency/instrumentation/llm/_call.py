@@ -85,7 +85,7 @@ class LLMCall:
         "lock", "meta_chunk", "model", "net", "outputs", "propagate", "provider",
         "server_address", "server_port", "settings", "span", "start_ns", "state", "stream",
         "streaming", "t_call", "t_chunk", "t_first", "t_first_chunk", "t_last", "t_return",
-        "task", "wants_arrivals",
+        "task", "tracer", "wants_arrivals",
         "usage_chunk",
     )
 
@@ -162,8 +162,10 @@ class LLMCall:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 attrs[attr] = value
         name = f"{endpoint.operation} {model}" if model else endpoint.operation
-        self.span = settings.tracer().start_span(name, kind=SpanKind.CLIENT,
-                                                 attributes=attrs, start_time=self.start_ns)
+        # Kept: the phase spans are made on the tracer the call span started on.
+        self.tracer = tracer = settings.tracer()
+        self.span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs,
+                                      start_time=self.start_ns)
         self.context = trace.set_span_in_context(self.span)
 
     # -- HTTP attempts -------------------------------------------------------------

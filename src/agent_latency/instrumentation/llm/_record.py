@@ -12,6 +12,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from ... import semconv
 from ..._log import FAULTS, fault, internal_error
 from ..._scope import error_description
+from ..._sdk import emit_finished_children, frozen_attributes, set_plain_attributes
 from ...budget import CallMarks, CallPhases, call_phases, phases_to_intervals, split_server_time
 from ...codec import phase_attributes, phase_span_tiles
 from ..net import RTT_NONE, Arrival, Attempt, NetPhases
@@ -41,8 +42,6 @@ class _Settings(Protocol):
     @property
     def phase_spans(self) -> bool: ...
 
-    def tracer(self) -> Tracer: ...
-
     def instruments(self) -> Instruments: ...
 
 
@@ -58,6 +57,7 @@ class FinishedCall(Protocol):
 
     info: Info
     span: Span
+    tracer: Tracer
     context: Context
     provider: str
     model: str
@@ -237,7 +237,7 @@ def record(call: FinishedCall, t_end: float, error: BaseException | None, respon
         failed = [type(a.error).__qualname__ if a.error is not None else str(a.status)
                   for a in call.attempts[:-1]]
         if failed:
-            attrs[semconv.LLM_RETRY_ERRORS] = failed
+            attrs[semconv.LLM_RETRY_ERRORS] = tuple(failed)
             _attempt_events(call)
     if info.server_queue is not None:
         attrs[semconv.LLM_QUEUE] = info.server_queue
@@ -262,7 +262,7 @@ def record(call: FinishedCall, t_end: float, error: BaseException | None, respon
     if error is not None:
         attrs[semconv.ERROR_TYPE] = type(error).__qualname__
         _error_status(call, error)
-    span.set_attributes(attrs)
+    set_plain_attributes(span, attrs)
     if call.settings.phase_spans:
         _phase_spans(call, phases, end_ns)
     span.end(end_time=end_ns)
@@ -359,7 +359,7 @@ def _info_attributes(info: Any, attrs: dict[str, Any]) -> None:
     if info.response_id:
         attrs[semconv.GEN_AI_RESPONSE_ID] = info.response_id
     if info.finish_reasons:
-        attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = list(info.finish_reasons)
+        attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(info.finish_reasons)
     for value, attr in ((info.input_tokens, semconv.GEN_AI_USAGE_INPUT_TOKENS),
                         (info.output_tokens, semconv.GEN_AI_USAGE_OUTPUT_TOKENS),
                         (info.cache_read, semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
@@ -395,13 +395,20 @@ def _phase_spans(call: FinishedCall, phases: CallPhases, end_ns: int) -> None:
     the call's intervals (the same tiling: ``codec.phase_span_tiles``).
 
     The stream's tail stays on the parent (``agent_latency.llm.tail``): three children at
-    most, each with one attribute (OpenInference's span kind), keeps the per-call cost down.
+    most, each with one attribute (OpenInference's span kind), keeps the per-call cost down;
+    they are handed to the processors finished (``_sdk.emit_finished_children``), through
+    the tracer only where that cannot be done.
     """
-    start_span = call.settings.tracer().start_span
-    intervals = phases_to_intervals(phases.items(), call.start_ns, end_ns)
-    for name, start, end in phase_span_tiles(intervals):
-        start_span(name, context=call.context, start_time=start,
-                   attributes=semconv.PHASE_SPAN_ATTRIBUTES).end(end_time=end)
+    tracer = call.tracer
+    tiles = phase_span_tiles(phases_to_intervals(phases.items(), call.start_ns, end_ns))
+    if not tiles or emit_finished_children(tracer, call.span, tiles, _PHASE_ATTRIBUTES):
+        return
+    for name, start, end in tiles:
+        tracer.start_span(name, context=call.context, start_time=start,
+                          attributes=semconv.PHASE_SPAN_ATTRIBUTES).end(end_time=end)
+
+
+_PHASE_ATTRIBUTES = frozen_attributes(semconv.PHASE_SPAN_ATTRIBUTES)
 
 
 def _metrics(call: FinishedCall, duration: float, phases: CallPhases, attrs: dict[str, Any],

@@ -24,8 +24,7 @@ from time import perf_counter
 from typing import Any
 from urllib.parse import urlsplit
 
-from opentelemetry import propagate
-
+from ..._inject import inject
 from ..._log import internal_error
 from ..net import CURRENT, sockets_patch, urllib3_targets
 from ..protocols import view
@@ -36,7 +35,6 @@ from ._routes import endpoint_of
 from .openai import CHAT, EMBEDDINGS
 
 _instruments = ("requests >= 2.0",)
-
 
 
 def _endpoint_of(request: Any) -> Any:
@@ -91,7 +89,7 @@ def send_wrapper(settings: Settings) -> Any:
             return wrapped(*args, **kwargs)
         if call.propagate:
             try:
-                propagate.inject(request.headers, context=call.context)
+                inject(request.headers, call.context)
             except Exception:  # noqa: BLE001
                 internal_error("requests.inject")
         with Inside(call):

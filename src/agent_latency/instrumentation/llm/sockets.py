@@ -40,10 +40,9 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry import propagate
-
 from ... import semconv
 from ..._env import env_flag
+from ..._inject import inject
 from ..._log import internal_error, warn_once
 from ..net import Attempt, Request, exchanges_patch, follow, recognise_with
 from ..protocols import (
@@ -146,7 +145,7 @@ class WireCall:
         if not self.inject:
             return b""
         carrier: dict[str, str] = {}
-        propagate.inject(carrier, context=self.call.context)
+        inject(carrier, self.call.context)
         return b"".join(f"{name}: {value}\r\n".encode("latin-1")
                         for name, value in carrier.items())
 

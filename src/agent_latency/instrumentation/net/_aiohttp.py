@@ -30,8 +30,7 @@ import sys
 from time import perf_counter
 from typing import Any
 
-from opentelemetry import propagate
-
+from ..._inject import inject
 from ..._log import internal_error
 from .._imports import when_imported
 from .._shared import SharedPatch
@@ -66,7 +65,7 @@ async def _request_start(session: Any, ctx: Any, params: Any) -> None:
         attempt.secure = secure
         setattr(ctx, _KEY, attempt)
         if owner.propagate:
-            propagate.inject(params.headers, context=owner.context)
+            inject(params.headers, owner.context)
     except Exception:  # noqa: BLE001
         internal_error("aiohttp.request_start")
 

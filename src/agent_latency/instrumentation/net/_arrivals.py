@@ -42,7 +42,6 @@ guessed without this stream's own pace, later too).
 from __future__ import annotations
 
 import fcntl
-import socket
 import termios
 from bisect import bisect_left, bisect_right
 from collections import deque
@@ -62,6 +61,7 @@ from ..protocols._framing import (
 from ._exchange import parse_headers
 from ._kernel import (
     enable_timestamps,
+    family_of,
     last_transmitted,
     peek_queued,
     tcp_bytes_received,
@@ -152,7 +152,7 @@ class Arrivals:
         self.t_start = perf_counter()  # nothing read from now on arrived before it
         self.sock = sock
         self.fd = sock.fileno()
-        self.family = getattr(sock, "family", socket.AF_INET)
+        self.family = family_of(sock)
         enable_timestamps(sock)
         self.cum: list[int] = []
         self.t: list[float] = []

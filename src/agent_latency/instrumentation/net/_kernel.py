@@ -107,6 +107,19 @@ def enable_timestamps(sock: Any) -> bool:
     return True
 
 
+# The C type's getter: a plain int, where ``socket.socket.family`` (a Python property)
+# builds an ``AddressFamily`` enum member on every read.
+_C_FAMILY = _socket.socket.family
+
+
+def family_of(sock: Any) -> int:
+    """``sock.family`` as an int (``AF_INET`` for an object without one)."""
+    try:
+        return _C_FAMILY.__get__(sock)
+    except TypeError:  # not a C socket (gevent's wraps one)
+        return getattr(sock, "family", socket.AF_INET)
+
+
 def _view(fd: int, family: int) -> Any:
     """A socket object over the program's ``fd`` for one look: the C type, never a
     monkey-patched ``socket.socket`` (gevent's waits on its hub for a would-block
@@ -178,6 +191,9 @@ def data_segs_out(sock: Any) -> int | None:
 _SO_TIMESTAMPING = 37 if _TCP_INFO is not None else None
 _TX_FLAGS = (1 << 1) | (1 << 4) | (1 << 7) | (1 << 11)
 _MSG_ERRQUEUE = 0x2000
+# A plain int: ``socket.MSG_DONTWAIT`` is an IntFlag, and ``|`` on it costs an enum call per
+# read of the queue.
+_DRAIN = _MSG_ERRQUEUE | int(getattr(socket, "MSG_DONTWAIT", 0))
 
 
 def transmit_stamps(sock: Any, on: bool) -> bool:
@@ -204,7 +220,7 @@ def last_transmitted(fd: int, family: int) -> float | None:
         for _ in range(64):
             try:
                 _data, ancillary, _flags, _address = view.recvmsg(
-                    0, 512, _MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+                    0, 512, _DRAIN)
             except OSError:
                 break
             for level, kind, raw in ancillary:

@@ -29,7 +29,6 @@ A stream type we do not know is not tapped (its owner keeps the hand-over times)
 
 from __future__ import annotations
 
-import inspect
 import select
 import socket
 import ssl
@@ -321,7 +320,7 @@ def tap(stream: Any, arrivals: Arrivals) -> Untap | None:
         return None
     if "read" in own or not hasattr(cls, "write"):
         return None
-    if inspect.iscoroutinefunction(cls.read):
+    if cls.__name__ == "AnyIOStream":  # its read is a coroutine (SyncStream's is not)
         inner = getattr(stream, "_stream", None)
         arrivals.tls = hasattr(inner, "transport_stream")  # anyio's TLS stream
         return _async_tap(stream, arrivals)

@@ -63,13 +63,14 @@ def _extra(obj: Any) -> Mapping[str, Any]:
 def server_body_timing(info: Any, obj: Any, usage: Any) -> None:
     """vLLM ``metrics``, Groq ``usage.*_time``, Cerebras ``time_info`` (non-streaming, or a
     stream's usage chunk)."""
-    metrics = _extra(obj).get("metrics")
+    extra = _extra(obj)
+    metrics = extra.get("metrics")
     if isinstance(metrics, Mapping) and "generation_time_ms" in metrics:
         info.server_generation = seconds(metrics.get("generation_time_ms"), 1e-3)
         info.server_prefill = seconds(metrics.get("time_to_first_token_ms"), 1e-3)
         info.server_queue = seconds(metrics.get("queue_time_ms"), 1e-3)
         return
-    for source in (_extra(usage), _extra(obj).get("time_info"), _extra(obj).get("x_groq")):
+    for source in (_extra(usage), extra.get("time_info"), extra.get("x_groq")):
         if isinstance(source, Mapping) and isinstance(source.get("usage"), Mapping):
             source = source["usage"]  # Groq puts a stream's usage under ``x_groq``
         if isinstance(source, Mapping) and "completion_time" in source:
