@@ -134,6 +134,9 @@ class TestCredentials:
         "jaeger+ftp://me:hunter2@127.0.0.1:1?service=s",
         "tempo+http://me:hunter2@127.0.0.1:1?q={}",
         "phoenix+http://me:hunter2@127.0.0.1:notaport?project=p",
+        # No backend named: taken for a file name, its "//" normalised to "/".
+        "http://me:hunter2@127.0.0.1:1/x",
+        "bogus+http://me:hunter2@127.0.0.1:1",
     ])
     def test_no_error_names_the_password(self, capsys, source):
         status, _, err = run_report(capsys, source)

@@ -52,7 +52,9 @@ _CREDENTIALS = frozenset({"authorization", "cookie", "proxy-authorization"})
 _BLOCK = 1 << 16
 # The user and password part of a URL in a text: after "scheme://", up to the last "@"
 # before the host.
-_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+# A URL's ``user:password@`` after its scheme's ``://``, or ``:/`` once a path normalised it
+# (``http://me:pw@host`` taken for a file name is shown as ``http:/me:pw@host``).
+_USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-]:/)(/?)[^/?#\s@]*@")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,7 @@ def split_userinfo(url: str) -> tuple[str, dict[str, str]]:
 
 def redact_userinfo(text: str) -> str:
     """``text`` with the user and password of every URL in it shown as ``***``."""
-    return _USERINFO.sub("***@", text)
+    return _USERINFO.sub(r"\1***@", text)
 
 
 def get(url: str, headers: dict[str, str], limits: Limits) -> bytes:
