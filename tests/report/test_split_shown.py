@@ -182,3 +182,47 @@ class TestSplitBound:
             count_span(counts, "llm", {semconv.LLM_FIRST_TOKEN_BOUND: bound})
         count_span(counts, "llm", {})  # a non-streamed call: none
         assert counts["split_bound_us"] == 326_000
+
+
+class TestSplitBoundInTheSummary:
+    """The aggregate report says how many calls were split at a first token dated within a
+    window, and the widest bound; its JSON carries both."""
+
+    @staticmethod
+    def _call(bound: float | None):
+        from agent_latency.report._read import StoredSpan
+        from agent_latency.report._summary import CallRecord
+
+        attrs = {semconv.GEN_AI_REQUEST_MODEL: "m", semconv.LLM_STREAMING: True,
+                 semconv.LLM_TTFT: 0.4}
+        if bound is not None:
+            attrs[semconv.LLM_FIRST_TOKEN_BOUND] = bound
+        return CallRecord("t", StoredSpan("a" * 32, "b" * 16, "", "chat m", 0, 10**9, attrs))
+
+    def test_counted_and_said(self):
+        from agent_latency.report._summary import _Splits, split_words
+
+        splits = _Splits()
+        splits.count([self._call(0.326), self._call(0.002), self._call(None)])
+        more = _Splits()
+        more.count([self._call(0.09)])
+        splits.merge(more)  # a report read in parts gives what one read gives
+        figures = splits.to_json()
+        assert figures["bounded_calls"] == 2
+        assert figures["max_split_bound"] == pytest.approx(0.326)
+        words = split_words(figures)
+        assert words.startswith("2 of 4 LLM calls split at a first token dated within a "
+                                "window")
+        assert "±0.326 s" in words
+
+    def test_nothing_said_under_the_shown_precision(self):
+        from agent_latency.report._summary import _Splits, split_words
+
+        splits = _Splits()
+        splits.count([self._call(0.004), self._call(None)])
+        assert splits.to_json()["bounded_calls"] == 0
+        assert split_words(splits.to_json()) == ""
+
+    def test_each_call_carries_its_bound(self):
+        assert self._call(0.25).to_json()["split_bound"] == 0.25
+        assert self._call(None).to_json()["split_bound"] == 0.0

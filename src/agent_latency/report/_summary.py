@@ -31,7 +31,8 @@ class CallRecord:
     """One LLM call: model, duration, time to first token and speeds (s, tokens/s)."""
 
     __slots__ = ("duration", "first_token", "input_tokens", "model", "output_tokens",
-                 "output_tps", "prefill_tps", "span_id", "split", "task", "trace_id")
+                 "output_tps", "prefill_tps", "span_id", "split", "split_bound", "task",
+                 "trace_id")
 
     def __init__(self, task: str, span: StoredSpan) -> None:
         a = span.attributes
@@ -48,6 +49,9 @@ class CallRecord:
         self.output_tokens = _count(a.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS))
         #: Where its prefill/output split came from (``codec.split_source``).
         self.split = split_source(a)
+        #: How far its split point may be off either way (s): its first token's bound.
+        bound = a.get(semconv.LLM_FIRST_TOKEN_BOUND)
+        self.split_bound = float(bound) if isinstance(bound, (int, float)) and bound > 0 else 0.0
         # Speeds from a measured or reported split only: an estimate's are the rates it was
         # made with, and a server time left whole has none.
         measured = self.split in (semconv.SOURCE_MEASURED, semconv.SOURCE_SERVER_REPORTED)
@@ -63,7 +67,8 @@ class CallRecord:
                 "first_token": self.first_token, "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens,
                 "output_tokens_per_second": self.output_tps,
-                "prefill_tokens_per_second": self.prefill_tps, "split": self.split}
+                "prefill_tokens_per_second": self.prefill_tps, "split": self.split,
+                "split_bound": self.split_bound}
 
 
 def _count(value: Any) -> int | None:
@@ -88,13 +93,20 @@ def _figures() -> array[float]:
     return array("d")
 
 
-class _Splits:
-    """How many LLM calls had their prefill/output split left undone or estimated."""
+#: A split point's bound worth a word (s): what the task line shows at two decimals.
+BOUND_SHOWN = 0.005
 
-    __slots__ = ("estimated", "llm_calls", "not_split")
+
+class _Splits:
+    """How many LLM calls had their prefill/output split left undone or estimated, and how
+    many were split at a first token dated within a window (``bounded``: a pause held the
+    client as it arrived), with the widest such bound."""
+
+    __slots__ = ("bounded", "estimated", "llm_calls", "max_bound", "not_split")
 
     def __init__(self) -> None:
-        self.llm_calls = self.not_split = self.estimated = 0
+        self.llm_calls = self.not_split = self.estimated = self.bounded = 0
+        self.max_bound = 0.0
 
     def count(self, calls: list[CallRecord]) -> None:
         self.llm_calls += len(calls)
@@ -103,15 +115,21 @@ class _Splits:
                 self.not_split += 1
             elif call.split == semconv.SOURCE_ESTIMATED:
                 self.estimated += 1
+            if call.split_bound >= BOUND_SHOWN:
+                self.bounded += 1
+                self.max_bound = max(self.max_bound, call.split_bound)
 
     def merge(self, other: _Splits) -> None:
         self.llm_calls += other.llm_calls
         self.not_split += other.not_split
         self.estimated += other.estimated
+        self.bounded += other.bounded
+        self.max_bound = max(self.max_bound, other.max_bound)
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> dict[str, Any]:
         return {"llm_calls": self.llm_calls, "not_split_calls": self.not_split,
-                "estimated_calls": self.estimated}
+                "estimated_calls": self.estimated, "bounded_calls": self.bounded,
+                "max_split_bound": self.max_bound}
 
 
 class _Group:
@@ -216,6 +234,12 @@ def split_words(figures: Mapping[str, Any], calls: int | None = None) -> str:
     if estimated:
         words.append(f"{estimated:,} of {calls:,} LLM calls split by estimate (rates learned "
                      f"from streamed calls)")
+    if bounded := figures.get("bounded_calls", 0):
+        words.append(f"{bounded:,} of {calls:,} LLM calls split at a first token dated "
+                     "within a window (a pause, such as a long garbage collection, held the "
+                     "client as it arrived): up to "
+                     f"±{figures.get('max_split_bound', 0.0):.3f} s of prefill may be output "
+                     "generation, or the reverse (report --tasks gives each task's bound)")
     if no_usage := figures.get("calls_without_usage", 0):
         words.append(f"{no_usage:,} of {calls:,} LLM calls reported no token counts (a "
                      "stream without usage: OpenAI's needs stream_options include_usage): "
