@@ -151,7 +151,11 @@ def scraped(stack: Stack) -> Stack:
                  '{error_type!=""}[20s])) > 0',
                  "sum(rate(agent_latency_llm_prefill_tokens_per_second_count[20s])) > 0",
                  "sum(rate(agent_latency_tool_duration_seconds_count[20s])) > 0",
-                 "count(agent_latency:llm_error_ratio:rate5m) > 0"):
+                 "count(agent_latency:llm_error_ratio:rate5m) > 0",
+                 # Both models' first tokens (the agent alternates them, and its calls 0 and
+                 # 10 are server errors): a fast run had scraped only one when asked.
+                 "count(count by (gen_ai_request_model) "
+                 "(agent_latency_llm_time_to_first_token_seconds_count)) > 1"):
         wait_for(lambda expr=expr: _has_data(stack.query(expr)), 60, expr)
     return stack
 
