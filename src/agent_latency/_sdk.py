@@ -342,7 +342,7 @@ def emit_finished_children(tracer: Any, parent: Any, children: Any, attributes: 
     A call's phase spans are records of intervals already over: built as the SDK's own
     ``ReadableSpan`` (what every processor's ``on_end`` receives), on the parent's trace
     and sampling decision, they skip the sampler, the context lookups, the span lock and
-    ``on_start`` — about 90 of the ~105 Python calls a started-and-ended span costs.
+    ``on_start``: a plain call's phase spans cost 34 Python calls instead of 124.
     Processors see them in ``on_end`` only, as the spans of a span that was never open;
     the SDK's own span metrics (``OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED``) do not count
     them.
