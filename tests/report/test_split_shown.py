@@ -146,7 +146,9 @@ class TestSplitSource:
 
 class TestSplitBound:
     """The split point's bound (the calls' first-token bounds summed) shown after both
-    figures it moves time between, in the task line and the report; nothing under 0.5 ms."""
+    figures it moves time between, in the task line and the report; nothing under 5 ms
+    (ordinary timing jitter, not a pause: the demo's 1 ms bound said "a long garbage
+    collection")."""
 
     @staticmethod
     def _budget(bound_us: int) -> Budget:
@@ -169,9 +171,11 @@ class TestSplitBound:
         render_budget("t", self._budget(326_000), out)
         assert "prefill and output generation: split point ±0.326 s: a first token" \
             in out.getvalue()
-        out = StringIO()
-        render_budget("t", self._budget(400), out)
-        assert "split point" not in out.getvalue()
+        for under in (400, 1_000, 4_999):
+            out = StringIO()
+            render_budget("t", self._budget(under), out)
+            assert "split point" not in out.getvalue(), under
+        assert self._budget(5_000).bound_note().startswith("split point ±0.005 s")
 
     def test_counted_from_the_calls(self):
         from agent_latency.budget import COUNT_NAMES

@@ -35,7 +35,7 @@ from ._interval import (
     UnknownComponentError,
     component_of,
 )
-from ._split import Budget, RunningSplit, other_parts, split
+from ._split import SPLIT_BOUND_SHOWN, Budget, RunningSplit, other_parts, split
 from ._whatif import Projection, Scenario, connection_setup_saving, project
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "Projection",
     "RunningSplit",
     "SERVER_REPORTED",
+    "SPLIT_BOUND_SHOWN",
     "SPLIT_COUNTS",
     "Scenario",
     "UnknownComponentError",

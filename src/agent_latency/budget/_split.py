@@ -26,6 +26,9 @@ from ._interval import (
 )
 
 _NS = 1e-9
+#: The split point's bound worth showing (s): what the task line shows at two decimals.
+#: Below it a first token's window is ordinary timing jitter, not a pause worth a word.
+SPLIT_BOUND_SHOWN = 0.005
 #: ``other`` at least this share of the wall time: the summary line names its parts.
 LARGE_OTHER = 0.2
 
@@ -98,16 +101,16 @@ class Budget:
         """`` ±s.ss`` after prefill and output generation in the task line, when the split
         point's bound shows at two decimals; empty otherwise."""
         bound = self.split_bound
-        return f" ±{bound:.2f}" if round(bound, 2) > 0 else ""
+        return f" ±{bound:.2f}" if bound >= SPLIT_BOUND_SHOWN else ""
 
     def bound_note(self) -> str:
-        """The split point's bound in words (empty when it is under a millisecond)."""
+        """The split point's bound in words (empty under :data:`SPLIT_BOUND_SHOWN`)."""
         bound = self.split_bound
-        if bound < 0.0005:
+        if bound < SPLIT_BOUND_SHOWN:
             return ""
-        return (f"split point ±{bound:.3f} s: a first token arrived while a pause (a long "
-                "garbage collection) held the client, so its time is estimated and up to that "
-                "much of either may be the other's")
+        return (f"split point ±{bound:.3f} s: a first token arrived while a pause (such as a "
+                "long garbage collection) held the client, so its time is estimated and up to "
+                "that much of either may be the other's")
 
     def split_note(self) -> str:
         """How far prefill and output generation are measured, in words; empty when every

@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ..budget import COMPONENTS, Budget, Scenario, component_of, project
+from ..budget import (
+    COMPONENTS,
+    SPLIT_BOUND_SHOWN,
+    Budget,
+    Scenario,
+    component_of,
+    project,
+)
 from ._compare import LABELS as METRIC_LABELS
 from ._compare import Comparison
 from ._render import LABELS, other_parts_line
@@ -312,6 +319,7 @@ def _waterfall(task: StoredTask, nested: Sequence[StoredTask] = (), *, scale_ns:
         "shares": [{"label": labels[c], "seconds": budget.shares[c],
                     # The split point's bound, after both figures it moves time between.
                     "bound": budget.split_bound if c in ("prefill", "output_generation")
+                    and budget.split_bound >= SPLIT_BOUND_SHOWN
                     else 0.0,
                     "pct": 100 * budget.shares[c] / (budget.wall or 1),
                     # The swatch of the bars it names.

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import semconv
-from ..budget import COMPONENTS
+from ..budget import COMPONENTS, SPLIT_BOUND_SHOWN
 from ..codec import TaskNode, split_source
 from ._read import StoredSpan
 from ._stats import summarize
@@ -93,10 +93,6 @@ def _figures() -> array[float]:
     return array("d")
 
 
-#: A split point's bound worth a word (s): what the task line shows at two decimals.
-BOUND_SHOWN = 0.005
-
-
 class _Splits:
     """How many LLM calls had their prefill/output split left undone or estimated, and how
     many were split at a first token dated within a window (``bounded``: a pause held the
@@ -115,7 +111,7 @@ class _Splits:
                 self.not_split += 1
             elif call.split == semconv.SOURCE_ESTIMATED:
                 self.estimated += 1
-            if call.split_bound >= BOUND_SHOWN:
+            if call.split_bound >= SPLIT_BOUND_SHOWN:
                 self.bounded += 1
                 self.max_bound = max(self.max_bound, call.split_bound)
 
