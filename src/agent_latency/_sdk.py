@@ -1,4 +1,6 @@
-"""Every read of an OpenTelemetry SDK private field, in this one module.
+"""Every read of an OpenTelemetry SDK private field, in this one module, and the two
+writes that lean on them (:func:`set_plain_attributes`, :func:`emit_finished_children`:
+a call's attributes and phase spans, each falling back to the public API).
 
 The budget processor runs for every span of the host program, and the SDK's public
 properties cost a Python call each (``ReadableSpan.parent`` is a property returning
