@@ -334,12 +334,21 @@ _QUIET_SLACK = 0.001
 _QUIET_CONTENTION = 0.1
 
 
-def _close(measured: float | None, truth: float, run: AgentRun) -> bool:
+def _close(measured: float | None, truth: float, run: AgentRun, bound: float = 0.0) -> bool:
     """Within max(5 ms, 5 %) of the truth, plus what the machine's load measured around the
     run adds: its scheduling slack and its CPU contention (on a quiet machine ~0.1 ms and
-    ~0, so the bound is the plain one)."""
+    ~0, so the bound is the plain one), plus ``bound``: how far the span itself says its
+    dates may be off (0 where the kernel stamped the token's bytes)."""
     return (measured is not None and abs(measured - truth)
-            <= max(0.005, 0.05 * truth) + run.slack + run.contention * truth)
+            <= max(0.005, 0.05 * truth) + run.slack + run.contention * truth + bound)
+
+
+def _token_bounds(a: dict[str, Any]) -> tuple[float, float]:
+    """How far the span says its first and last tokens' dates may be off: a date estimated
+    from coalesced bytes carries its window (a client busy through its whole stream, with
+    no pace seen, is dated mid-window and bounded by the window's both ends)."""
+    return (a.get(semconv.LLM_FIRST_TOKEN_BOUND) or 0.0,
+            a.get(semconv.LLM_LAST_TOKEN_BOUND) or 0.0)
 
 
 def _outline(spans: list[dict], by_id: dict[str, dict], limit: int = 80) -> str:
@@ -404,16 +413,21 @@ class _Found:
         which its CPU clock does not count) — and that generation took at least as long as
         it saw (tokens arrived while it was busy)."""
         tol = 0.005 + self.run.slack + self.run.contention * rec["output_generation_s"]
+        first, last = _token_bounds(a)
         prefill, real = a.get(semconv.LLM_PREFILL) or 0.0, _server_prefill(rec)
-        self.check(real <= prefill + tol, f"{where}: busy client ({busy:.3f} s of CPU): "
-                   f"server prefill {real:.4f} above the {prefill:.4f} seen")
+        self.check(real <= prefill + tol + first, f"{where}: busy client ({busy:.3f} s of "
+                   f"CPU): server prefill {real:.4f} above the {prefill:.4f} seen "
+                   f"(first token ±{first:.4f})")
         if self.run.slack < _QUIET_SLACK and self.run.contention < _QUIET_CONTENTION:
-            self.check(prefill - busy - tol <= real, f"{where}: busy client ({busy:.3f} s of "
-                       f"CPU): server prefill {real:.4f} below {prefill - busy:.4f}")
+            self.check(prefill - busy - tol - first <= real, f"{where}: busy client "
+                       f"({busy:.3f} s of CPU): server prefill {real:.4f} below "
+                       f"{prefill - busy:.4f} (first token ±{first:.4f})")
         generation = a.get(semconv.LLM_OUTPUT_GENERATION) or 0.0
-        self.check(generation <= rec["output_generation_s"] + max(tol, 0.05 * generation),
+        self.check(generation <= rec["output_generation_s"] + max(tol, 0.05 * generation)
+                   + first + last,
                    f"{where}: busy client: output generation {generation:.4f} longer than "
-                   f"the server's {rec['output_generation_s']:.4f}")
+                   f"the server's {rec['output_generation_s']:.4f} (first token "
+                   f"±{first:.4f}, last ±{last:.4f})")
 
     def inside(self, span: dict, ancestor: dict | None) -> bool:
         return ancestor is not None and ancestor in _ancestors(span, self.by_id)
@@ -506,13 +520,17 @@ class _Found:
                     busy_calls += 1
                     self.busy_client(where, a, rec, busy)
                     continue
-                for attr, real in ((semconv.LLM_PREFILL, _server_prefill(rec)),
-                                   (semconv.LLM_OUTPUT_GENERATION, rec["output_generation_s"])):
-                    self.check(_close(a.get(attr), real, self.run),
+                first, last = _token_bounds(a)
+                for attr, real, bound in (
+                        (semconv.LLM_PREFILL, _server_prefill(rec), first),
+                        (semconv.LLM_OUTPUT_GENERATION, rec["output_generation_s"],
+                         first + last)):
+                    self.check(_close(a.get(attr), real, self.run, bound),
                                f"{where}: {attr} = {a.get(attr)}, "
                                f"server really {real:.4f} (tolerance max(5 ms, 5 %) + "
                                f"{self.run.slack * 1e3:.1f} ms slack + "
-                               f"{self.run.contention:.0%} contention; truth "
+                               f"{self.run.contention:.0%} contention + "
+                               f"{bound * 1e3:.1f} ms the span's own bound; truth "
                                f"prefill_s {rec['prefill_s']:.4f}, queue_s {rec['queue_s']:.4f})")
         # Only a library's first call in a process may keep the client busy (cold imports).
         self.check(busy_calls <= 1, f"{busy_calls} streamed calls with a busy client")
