@@ -231,6 +231,33 @@ def scheduling_slack(samples: int = 40) -> float:
     return worst
 
 
+class SlackWatch:
+    """The worst oversleep of 2 ms sleeps on a thread of its own for as long as it runs:
+    the load around a run sampled through all of it, not only at its ends (a burst from a
+    test beside it in the middle of the run is what makes a token's mark late)."""
+
+    __slots__ = ("_stop", "_thread", "worst")
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="slack-watch", daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            start = time.perf_counter()
+            time.sleep(0.002)
+            self.worst = max(self.worst, time.perf_counter() - start - 0.002)
+
+    def __enter__(self) -> SlackWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def cpu_contention(seconds: float = 0.03) -> float:
     """How much longer than its CPU time CPU-bound work takes right now, as a share: 0 on a
     quiet machine, ~0.5 with two busy loops on two cores.  A CPU-bound client (litellm
@@ -281,9 +308,11 @@ def run_agent(agent: Agent, mode: str, tmp_path: Path, simulator: Simulator,
                 # OpenLLMetry, OpenInference and openai-v2 all register as "openai".
                 "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai",
             })
-        proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True,
-                              timeout=timeout)
-    slack, contention = max(slack, scheduling_slack()), max(contention, cpu_contention())
+        with SlackWatch() as during:
+            proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True,
+                                  timeout=timeout)
+    slack = max(slack, during.worst, scheduling_slack())
+    contention = max(contention, cpu_contention())
     return AgentRun(agent, mode, proc, workdir, read_spans(spans_file),
                     simulator.truth_since(mark), slack, contention)
 
