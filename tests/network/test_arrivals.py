@@ -332,6 +332,39 @@ class TestKernelStamps:
         assert arrivals.kind == [1] and arrivals.cum == [arrivals.consumed + len(event(1))]
         assert before <= arrivals.t[0] <= perf_counter() and arrivals.t[0] > sent[1]
 
+    def test_bytes_landing_as_the_connection_is_followed(self, pair, monkeypatch) -> None:
+        """What the reader had taken when following began is the received count less the
+        queue from one instant: bytes landing between the two reads (a response's head, on
+        a loaded machine: CI's 3.10 suite dated a first token at its head, 5.8 ms for
+        0.405 s) would shift every plain-HTTP offset back by their length."""
+        from agent_latency.instrumentation.net import _arrivals
+
+        client, server = pair
+        real_queued = _arrivals._queued
+        landed: list[bool] = []
+
+        def late_queue(fd: int) -> int:
+            if not landed:  # the head lands between the count and the queue's length
+                landed.append(True)
+                server.sendall(event(0))
+                time.sleep(0.01)
+            return real_queued(fd)
+
+        monkeypatch.setattr(_arrivals, "_queued", late_queue)
+        arrivals = Arrivals(client)
+        monkeypatch.setattr(_arrivals, "_queued", real_queued)
+        arrivals.tls = False  # offsets from the reads' lengths, as on a plain connection
+        assert arrivals.consumed == 0
+        arrivals.observe()  # the head's observation
+        time.sleep(0.02)
+        sent = timed_send(server, event(1))  # as long as the head: a shift would date it there
+        time.sleep(0.01)
+        arrivals.observe()
+        arrivals.read(client.recv(4096), perf_counter())
+        arrivals.scan()
+        second = arrivals.arrival(arrivals.ends[1])
+        assert second is not None and within(second.t, sent), (second, sent)
+
     def test_queued_bytes_carry_their_send_time(self, pair) -> None:
         client, server = pair
         arrivals = Arrivals(client)

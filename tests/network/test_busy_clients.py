@@ -251,6 +251,35 @@ class TestRequests:
         assert followed == ["urllib3"]
         check(otel, sim, window, secure)
 
+    def test_preempted_as_following_begins(self, otel: Any, sim: SimulatorProcess,
+                                           followed: list[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+        """The thread loses the CPU as it starts following the connection (between the
+        received count and the queue's length), and the response's head and opening event
+        land meanwhile: the first token is still dated from its own bytes, not at the head
+        (CI, on a machine busy with three suites: prefill 5.8 ms for 0.405 s)."""
+        from agent_latency.instrumentation.net import _arrivals
+
+        real_queued = _arrivals._queued
+        preempted: list[bool] = []
+
+        def preempting(fd: int) -> int:
+            if not preempted:
+                preempted.append(True)
+                time.sleep(0.05)
+            return real_queued(fd)
+
+        monkeypatch.setattr(_arrivals, "_queued", preempting)
+        response = requests.post(f"{sim.base_url}/v1/chat/completions", stream=True,
+                                 timeout=30,
+                                 json={"model": "sim-requests", "messages": MESSAGES,
+                                       "max_tokens": OUTPUT_TOKENS, "stream": True})
+        window = away()
+        lines = [line for line in response.iter_lines() if line.startswith(b"data:")]
+        assert lines[-1] == b"data: [DONE]"
+        assert preempted and followed == ["urllib3"]
+        check(otel, sim, window)
+
     def test_a_read_timeout_stays_the_library_s(self, otel: Any, sim: SimulatorProcess,
                                                  followed: list[str]) -> None:
         """The tap waits for the socket itself: the read's timeout is raised when it

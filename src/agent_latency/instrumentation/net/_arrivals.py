@@ -121,6 +121,28 @@ def _queued(fd: int) -> int:
         return 0
 
 
+# Tries at a received count and queue length from one instant before the last pair is taken.
+_SAME_INSTANT_TRIES = 4
+
+
+def _received_and_queued(sock: Any, fd: int) -> tuple[int, int] | None:
+    """``sock``'s received byte count and its queue's length as of one instant, or None where
+    the count is not kept.  Two system calls: a segment landing between them is in the
+    queue and not in the count, and the bytes taken off the socket (the one less the other)
+    would come out short by its length.  The count is read again after the queue; a pair
+    whose count did not move is from one instant."""
+    received = tcp_bytes_received(sock)
+    for _ in range(_SAME_INSTANT_TRIES):
+        if received is None:
+            return None
+        queued = _queued(fd)
+        again = tcp_bytes_received(sock)
+        if again == received:
+            break
+        received = again
+    return (received, queued) if received is not None else None
+
+
 class Arrival:
     """One arrival time: ``t`` (``perf_counter`` seconds), its ``source`` and its ``bound``
     (the bytes arrived no earlier than ``t - bound``)."""
@@ -160,8 +182,9 @@ class Arrivals:
         # Per observation, the last quiet tick before it (nothing beyond the previous
         # observation had arrived then), or 0.0.
         self.quiet: list[float] = []
-        received = tcp_bytes_received(sock)
-        self.consumed = (received - _queued(self.fd)) if received is not None else 0
+        counts = _received_and_queued(sock, self.fd)
+        received = counts[0] if counts is not None else None
+        self.consumed = counts[0] - counts[1] if counts is not None else 0
         self._received = received  # the last count of bytes received seen
         self._quiet_at: tuple[float, int] | None = None  # (tick, bytes received by then)
         self.plain = 0
@@ -272,10 +295,10 @@ class Arrivals:
     def taken(self, t: float) -> None:
         """An event loop took bytes off the socket at ``t`` (before the client reads them
         from its buffer): they had arrived by then."""
-        received = tcp_bytes_received(self.sock)
-        if received is not None:
-            self._add(received - _queued(self.fd), t, READ)
-            self._received = received
+        counts = _received_and_queued(self.sock, self.fd)
+        if counts is not None:
+            self._add(counts[0] - counts[1], t, READ)
+            self._received = counts[0]
 
     def read(self, data: bytes, t: float, above: int = 0) -> None:
         """The client took ``data`` (plaintext) at ``t``: the bytes it consumed had arrived
@@ -283,9 +306,9 @@ class Arrivals:
         ``above``: bytes taken off the socket that still wait above it, not decrypted yet
         (an event loop's TLS)."""
         c0 = self.consumed
-        received = tcp_bytes_received(self.sock) if self.tls else None
-        c1 = (received - _queued(self.fd) - above if received is not None
-              else c0 + len(data))
+        counts = _received_and_queued(self.sock, self.fd) if self.tls else None
+        received = counts[0] if counts is not None else None
+        c1 = counts[0] - counts[1] - above if counts is not None else c0 + len(data)
         if c1 < c0:
             c1 = c0
         self._add(c1, t, READ)
