@@ -65,8 +65,14 @@ SERVER_SOURCES := $(foreach m,$(SERVER_MODULES),$(m)/go.mod $(m)/go.sum) \
 # $(1): an interpreter and pytest's options and paths; $(2): the worker count.  Both phases
 # run; the part fails if either failed (a phase that selects nothing passes).
 define pytest_phases
-	rc=0; $(1) -n $(2) --dist loadfile --quiet-tests=skip $(PYTEST_ARGS) || rc=1; \
-	$(1) -n 0 --quiet-tests=only $(PYTEST_ARGS) || rc=1; exit $$rc
+	rc=0; $(call pytest_busy_phase,$(1),$(2)) || rc=1; $(call pytest_quiet_phase,$(1)) || rc=1; \
+	exit $$rc
+endef
+define pytest_busy_phase
+$(1) -n $(2) --dist loadfile --quiet-tests=skip $(PYTEST_ARGS)
+endef
+define pytest_quiet_phase
+$(1) -n 0 --quiet-tests=only $(PYTEST_ARGS)
 endef
 
 # netfilterqueue builds against libnetfilter-queue-dev; without it the kernel-delay tests skip.
@@ -193,13 +199,17 @@ test: system-packages servers $(VENV)/.test-installed $(LEGACY)/.test-installed 
 # The core suites on each CPython 3.10-3.13 that pyenv has here (the newest patch release of
 # each), in a venv of its own with [test] (.venv-test-pyX.Y); the version .venv runs is
 # skipped (test-current runs the whole suite on it), and a version that is not installed is
-# one line, not a failure.  The versions run side by side (most of the suites' time is
-# waiting on servers), without the tests marked slow (test-current runs those), each into
-# .venv-test-pyX.Y/core.log; each one's last line is printed, and any that failed fails the
-# target once all are done.  CORE_PYTHONS="3.13" runs one.
+# one line, not a failure.  The versions' tests not marked quiet run side by side (most of
+# the suites' time is waiting on servers), without the tests marked slow (test-current runs
+# those), each into .venv-test-pyX.Y.log; then each version's quiet tests, one version after
+# another, so that they too have the machine alone (run beside the other versions' suites,
+# 3.10's quiet tests once shared two cores with two CPU-bound suites).  Each phase's summary
+# line is printed, and any that failed fails the target once all are done.
+# CORE_PYTHONS="3.13" runs one.
 CORE_SUITES ?= tests/instrumentation tests/tools tests/network tests/budget tests/report
 CORE_PYTHONS ?= 3.10 3.11 3.12 3.13
 PYENV_VERSIONS_DIR = $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions
+CORE_PYTEST = -m pytest -q -p no:cacheprovider -m "not slow" $(CORE_SUITES)
 test-pythons: $(VENV)/.test-installed
 	@main=$$($(VENV)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
 	ran=""; \
@@ -213,13 +223,19 @@ test-pythons: $(VENV)/.test-installed
 	  ( if [ ! -f $$venv/.installed ]; then \
 	      $$p -m venv --clear $$venv && $$venv/bin/python -m pip install -q --upgrade pip && \
 	      $$venv/bin/python -m pip install -q -e '.[test]' && touch $$venv/.installed; fi && \
-	    $$venv/bin/python -V && ( $(call pytest_phases,$$venv/bin/python -m pytest -q \
-	      -p no:cacheprovider -m "not slow" $(CORE_SUITES),$(PYTHONS_WORKERS)) ); \
+	    $$venv/bin/python -V && \
+	    $(call pytest_busy_phase,$$venv/bin/python $(CORE_PYTEST),$(PYTHONS_WORKERS)); \
 	    echo $$? > $$venv/core.status \
 	  ) > $$venv.log 2>&1 & \
-	done; wait; failed=""; \
+	done; wait; \
 	for venv in $$ran; do \
-	  echo "== core suites on $$(head -n 1 $$venv.log): $$(tail -n 1 $$venv.log)"; \
+	  [ -f $$venv/.installed ] || continue; \
+	  $(call pytest_quiet_phase,$$venv/bin/python $(CORE_PYTEST)) >> $$venv.log 2>&1 || \
+	    echo 1 > $$venv/core.status; done; \
+	failed=""; \
+	for venv in $$ran; do \
+	  echo "== core suites on $$(head -n 1 $$venv.log): $$(grep -E ' in [0-9.]+s' $$venv.log | \
+	    sed -e 's/^=* *//' -e 's/ *=*$$//' | awk 'NR > 1 { printf "; " } { printf "%s", $$0 }')"; \
 	  grep -E '^(FAILED|ERROR) ' $$venv.log | head -n 20; \
 	  [ "$$(cat $$venv/core.status 2>/dev/null)" = 0 ] || failed="$$failed $$venv"; done; \
 	if [ -n "$$failed" ]; then echo "failed:$$failed (their logs: <venv>.log)"; exit 1; fi
