@@ -184,14 +184,21 @@ system-packages:
 	  else echo "not root: skipping system packages$$missing (their tests skip)"; fi; \
 	fi
 
+# The CPU time (ticks of 1/100 s) used so far by the recipe shell's finished children, user
+# and system (/proc/PID/stat's cutime and cstime): each part's CPU-seconds beside its wall
+# time, which says how far more workers could take it on these cores.  Empty where /proc is
+# not Linux's.
+children_cpu = awk '{ print $$16 + $$17 }' /proc/$$$$/stat 2>/dev/null
+
 # Every part runs even when one fails; the failed ones are listed at the end (and fail make).
 TEST_PARTS := lint typecheck test-current test-legacy docs-check test-pythons
 test: system-packages servers $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed \
       $(FRAMEWORKS)/.test-installed $(PHOENIX)/.test-installed pythons
 	@failed=""; for part in $(TEST_PARTS); do \
-	  echo "== make $$part"; started=$$(date +%s); \
+	  echo "== make $$part"; started=$$(date +%s); cpu=$$($(children_cpu)); \
 	  $(MAKE) --no-print-directory $$part || failed="$$failed $$part"; \
-	  echo "== make $$part: $$(( $$(date +%s) - started )) s"; \
+	  echo "== make $$part: $$(( $$(date +%s) - started )) s$$( [ -n "$$cpu" ] && \
+	    echo " ($$(( ($$($(children_cpu)) - cpu) / 100 )) CPU-s)")"; \
 	done; \
 	if [ -n "$$failed" ]; then echo; for part in $$failed; do echo "make test: FAILED: make $$part"; \
 	  done; exit 1; fi; echo "make test: every part passed ($(TEST_PARTS))"
