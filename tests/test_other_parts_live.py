@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from machine_load import busy_slack
 
 import agent_latency
 from agent_latency import semconv
@@ -46,7 +47,16 @@ def _parts(span: Any) -> dict[str, float]:
     return {p: span.attributes[semconv.budget_other_part(p)] for p in OTHER_PARTS}
 
 
-# quiet: each part's seconds against its cause's, to 5 ms (make test runs it alone).
+def _within(part: float, timed: float) -> bool:
+    """A part against the test's own timing around its cause, to 5 ms.  That window holds
+    the part's (the collector's callbacks, the import's frame) and, on a loaded machine, the
+    moments the thread waited for a CPU just outside it: those lengthen the window only
+    (beside two busy loops, the window was 5.4 ms longer than a 1.30 s collection)."""
+    return timed - 0.005 - busy_slack() <= part <= timed + 0.005
+
+
+# quiet: each part's seconds against its cause's, to 5 ms (make test runs it alone; a busy
+# machine's waits for a CPU are allowed on the side they fall).
 @pytest.mark.quiet
 class TestLive:
     """The processor measures each part and writes it on the task span."""
@@ -71,8 +81,8 @@ class TestLive:
         span = measured.span("invoke_agent parts")
         parts = _parts(span)
         assert sum(parts.values()) == span.attributes[semconv.budget_share("other")]
-        assert parts["gc"] == pytest.approx(collection, abs=0.005)
-        assert importing - 0.005 <= parts["imports"] <= importing + 0.005
+        assert _within(parts["gc"], collection), (parts, collection)
+        assert _within(parts["imports"], importing), (parts, importing)
         # The spin's CPU time is the agent's; the collection's and the import's are theirs.
         assert 0.09 <= parts["cpu"] <= 0.15
         assert parts["idle"] >= 0.08  # the sleep
@@ -130,7 +140,7 @@ class TestLive:
             assert task.running.folded_to > task.start_ns + round(collection * 1e9)
         del heap
         span = measured.span("invoke_agent folded")
-        assert _parts(span)["gc"] == pytest.approx(collection, abs=0.005)
+        assert _within(_parts(span)["gc"], collection), (_parts(span), collection)
 
     def test_the_summary_line_names_the_parts(self, measured: Any) -> None:
         from agent_latency._local import TaskSummaryPrinter
