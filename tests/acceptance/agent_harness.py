@@ -367,13 +367,30 @@ _QUIET_SLACK = 0.001
 _QUIET_CONTENTION = 0.1
 
 
-def _close(measured: float | None, truth: float, run: AgentRun, bound: float = 0.0) -> bool:
+def _close(measured: float | None, truth: float, run: AgentRun, bound: float = 0.0,
+           late: float = 0.0) -> bool:
     """Within max(5 ms, 5 %) of the truth, plus what the machine's load measured around the
     run adds: its scheduling slack and its CPU contention (on a quiet machine ~0.1 ms and
     ~0, so the bound is the plain one), plus ``bound``: how far the span itself says its
-    dates may be off (0 where the kernel stamped the token's bytes)."""
-    return (measured is not None and abs(measured - truth)
-            <= max(0.005, 0.05 * truth) + run.slack + run.contention * truth + bound)
+    dates may be off (0 where the kernel stamped the token's bytes); and ``late`` more
+    above the truth only."""
+    if measured is None:
+        return False
+    tolerance = max(0.005, 0.05 * truth) + run.slack + run.contention * truth + bound
+    return -tolerance <= measured - truth <= tolerance + late
+
+
+# A last token dated at its hand-over (the arrival times were no longer taken: the client
+# kept pace after its first token) is its arrival at the latest, later by as long as a busy
+# machine kept the agent's process off a CPU: allowed above the truth on a run that was not
+# quiet, as much as tests/machine_load.py's busy slack (beside two busy loops, a 2.4 ms
+# output generation came out 49 ms).
+_HANDED_OVER_LATE = 0.15
+
+
+def _handed_over_late(a: dict[str, Any], run: AgentRun) -> float:
+    handed_over = a.get(semconv.LLM_LAST_TOKEN_SOURCE) == semconv.ARRIVAL_HANDED_OVER
+    return _HANDED_OVER_LATE if handed_over and not run.quiet else 0.0
 
 
 def _token_bounds(a: dict[str, Any]) -> tuple[float, float]:
@@ -554,16 +571,20 @@ class _Found:
                     self.busy_client(where, a, rec, busy)
                     continue
                 first, last = _token_bounds(a)
-                for attr, real, bound in (
-                        (semconv.LLM_PREFILL, _server_prefill(rec), first),
+                sources = (a.get(semconv.LLM_FIRST_TOKEN_SOURCE),
+                           a.get(semconv.LLM_LAST_TOKEN_SOURCE))
+                for attr, real, bound, late in (
+                        (semconv.LLM_PREFILL, _server_prefill(rec), first, 0.0),
                         (semconv.LLM_OUTPUT_GENERATION, rec["output_generation_s"],
-                         first + last)):
-                    self.check(_close(a.get(attr), real, self.run, bound),
+                         first + last, _handed_over_late(a, self.run))):
+                    self.check(_close(a.get(attr), real, self.run, bound, late),
                                f"{where}: {attr} = {a.get(attr)}, "
                                f"server really {real:.4f} (tolerance max(5 ms, 5 %) + "
                                f"{self.run.slack * 1e3:.1f} ms slack + "
                                f"{self.run.contention:.0%} contention + "
-                               f"{bound * 1e3:.1f} ms the span's own bound; truth "
+                               f"{bound * 1e3:.1f} ms the span's own bound"
+                               + (f", {late * 1e3:.0f} ms late allowed" if late else "")
+                               + f"; first and last token {sources[0]}, {sources[1]}; truth "
                                f"prefill_s {rec['prefill_s']:.4f}, queue_s {rec['queue_s']:.4f})")
         # Only a library's first call in a process may keep the client busy (cold imports).
         self.check(busy_calls <= 1, f"{busy_calls} streamed calls with a busy client")
