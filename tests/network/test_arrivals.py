@@ -28,7 +28,7 @@ from agent_latency.instrumentation.net import (
     follow,
     recognise_with,
 )
-from agent_latency.instrumentation.net._arrivals import _bytes_through
+from agent_latency.instrumentation.net._event_ends import _bytes_through
 from agent_latency.instrumentation.net._watcher import WATCHER
 from agent_latency.simulator._bedrock import event_message
 
