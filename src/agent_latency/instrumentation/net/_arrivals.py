@@ -18,10 +18,9 @@ arrived by ``t``":
   socket asks (a deferred work item), and a segment that lands before then has none.
 
 The reads themselves (:meth:`Arrivals.read`; the scan, :mod:`._event_ends`) say where each
-event ends on the wire: the
-block's event separators (SSE's blank lines, NDJSON's line ends where the response is one
-JSON object a line, or the end of each AWS event stream message, by its length prefix),
-mapped from its plaintext to the TCP bytes it consumed (the same
+event ends on the wire: the block's event separators (SSE's blank lines, NDJSON's line ends
+where the response is one JSON object a line, or the end of each AWS event stream message,
+by its length prefix), mapped from its plaintext to the TCP bytes it consumed (the same
 bytes without TLS; in proportion with it, less what the reader's layers took off the socket
 and hold undecrypted), and an owner's classifier says which events carry output.
 
@@ -87,10 +86,10 @@ def _queued(fd: int) -> int:
 _SAME_INSTANT_TRIES = 4
 
 
-def _received_and_queued(sock: Any, fd: int) -> tuple[int, int] | None:
-    """``sock``'s received byte count and its queue's length as of one instant, or None where
-    the count is not kept.  Two system calls: a segment landing between them is in the
-    queue and not in the count, and the bytes taken off the socket (the one less the other)
+def _received_and_taken(sock: Any, fd: int) -> tuple[int, int] | None:
+    """``sock``'s received byte count and the bytes taken off it (the count less the queue's
+    length) as of one instant, or None where the count is not kept.  Two system calls: a
+    segment landing between them is in the queue and not in the count, and the bytes taken
     would come out short by its length.  The count is read again after the queue; a pair
     whose count did not move is from one instant."""
     received = tcp_bytes_received(sock)
@@ -102,7 +101,7 @@ def _received_and_queued(sock: Any, fd: int) -> tuple[int, int] | None:
         if again == received:
             break
         received = again
-    return (received, queued) if received is not None else None
+    return (received, received - queued) if received is not None else None
 
 
 class Arrival:
@@ -143,9 +142,9 @@ class Arrivals(EventEnds):
         # Per observation, the last quiet tick before it (nothing beyond the previous
         # observation had arrived then), or 0.0.
         self.quiet: list[float] = []
-        counts = _received_and_queued(sock, self.fd)
+        counts = _received_and_taken(sock, self.fd)
         received = counts[0] if counts is not None else None
-        self.consumed = counts[0] - counts[1] if counts is not None else 0
+        self.consumed = counts[1] if counts is not None else 0
         self._received = received  # the last count of bytes received seen
         self._quiet_at: tuple[float, int] | None = None  # (tick, bytes received by then)
         self.plain = 0
@@ -235,10 +234,10 @@ class Arrivals(EventEnds):
     def taken(self, t: float) -> None:
         """An event loop took bytes off the socket at ``t`` (before the client reads them
         from its buffer): they had arrived by then."""
-        counts = _received_and_queued(self.sock, self.fd)
+        counts = _received_and_taken(self.sock, self.fd)
         if counts is not None:
-            self._add(counts[0] - counts[1], t, READ)
-            self._received = counts[0]
+            self._received, taken = counts
+            self._add(taken, t, READ)
 
     def read(self, data: bytes, t: float, above: int = 0) -> None:
         """The client took ``data`` (plaintext) at ``t``: the bytes it consumed had arrived
@@ -246,9 +245,9 @@ class Arrivals(EventEnds):
         ``above``: bytes taken off the socket that still wait above it, not decrypted yet
         (an event loop's TLS)."""
         c0 = self.consumed
-        counts = _received_and_queued(self.sock, self.fd) if self.tls else None
+        counts = _received_and_taken(self.sock, self.fd) if self.tls else None
         received = counts[0] if counts is not None else None
-        c1 = counts[0] - counts[1] - above if counts is not None else c0 + len(data)
+        c1 = counts[1] - above if counts is not None else c0 + len(data)
         if c1 < c0:
             c1 = c0
         self._add(c1, t, READ)
@@ -269,7 +268,6 @@ class Arrivals(EventEnds):
                 blocks.append((c0, c1, data))
                 self._pending += len(data)
         self.reads += 1
-
 
     # -- dating ------------------------------------------------------------------------------
     def pace(self, after: int = -1) -> float | None:
