@@ -73,6 +73,13 @@ _PACE_WINDOW = 8
 # Bytes read and not scanned yet that are kept (beyond, events are not found: a stream this
 # long is past its first token, and its last is found only while the tap stays).
 _PENDING_CAP = 8 << 20
+#: A request write longer than this goes out in two: all but its last this many bytes with
+#: the transmit stamps off, then the rest with them on.  A stamp of bytes that left while
+#: the same write still waits for room in the send buffer makes the socket poll as in error,
+#: and the writer (CPython's socket calls, an event loop) spins on it until room comes; a
+#: write this short is taken whole once there is any room, so none of its stamps lands
+#: while it waits.  Its last byte, the one dated, is stamped either way.
+STAMPED_TAIL = 4096
 
 def _queued(fd: int) -> int:
     """Bytes waiting in ``fd``'s receive queue (``FIONREAD``)."""
@@ -173,6 +180,16 @@ class Arrivals(EventEnds):
             t = last_transmitted(self.fd, self.family)
             if t is not None:
                 self.t_sent = t
+
+    def unstamped_head(self, size: int) -> int:
+        """How many leading bytes of a request write of ``size`` bytes go out with the
+        transmit stamps off (they are turned off here): all but the last ``STAMPED_TAIL`` of
+        a longer one, whose writer :meth:`sending` turns them back on for the rest."""
+        if size <= STAMPED_TAIL:
+            return 0
+        self.done_sending()
+        self.t_sent = None  # an earlier write's: the stamp wanted is this one's last byte
+        return size - STAMPED_TAIL
 
     def done_sending(self) -> None:
         """The response is being read: the request is all out; stop stamping."""

@@ -117,7 +117,7 @@ def _watched_class(base: type[socket.socket]) -> type:
         if exchange.sent or _is_post(data):
             exchange.end(perf_counter(), ResponseCut("a new request was written"))
             return _sendall_new(self, data, flags, real_sendall, real_send)
-        n = _sending(exchange, real_send, self, data, flags)
+        n = _sending(exchange, real_send, self, data, flags, whole=False)
         try:
             exchange.wrote(memoryview(data)[:n])
         except Exception:  # noqa: BLE001
@@ -195,18 +195,31 @@ def _dated_read(sock: Any, arrivals: Any, read: Any, args: Any, kwargs: Any) -> 
             sock.settimeout(restore)
 
 
-def _sending(exchange: Exchange, write: Any, *args: Any) -> Any:
+def _sending(exchange: Exchange, write: Any, sock: Any, data: Any, flags: int,
+             whole: bool = True) -> Any:
     """Request bytes written with the kernel's transmit stamps on, while arrival times are
     taken (the request's last byte is dated when it left, not when the writer got the GIL
-    back)."""
+    back).  A ``whole`` write (``sendall``) longer than ``STAMPED_TAIL`` sends its head with
+    them off: a blocked ``sendall`` would spin on the stamps of its own first bytes."""
     arrivals = exchange.arrivals
     if arrivals is None:
-        return write(*args)
+        return write(sock, data, flags)
+    head = None
+    try:
+        if whole:
+            view = memoryview(data)
+            cut = arrivals.unstamped_head(view.nbytes)
+            if cut:
+                head, data = view[:cut], view[cut:]
+    except Exception:  # noqa: BLE001
+        internal_error("wire.write")
+    if head is not None:
+        write(sock, head, flags)
     try:
         arrivals.sending()
     except Exception:  # noqa: BLE001
         internal_error("wire.write")
-    result = write(*args)
+    result = write(sock, data, flags)
     try:
         arrivals.sent()
     except Exception:  # noqa: BLE001

@@ -64,6 +64,20 @@ def _wait_readable(arrivals: Arrivals, timeout: float | None) -> bool:
             return True  # a real error: the library's read reports it
 
 
+def _unstamped_head(arrivals: Arrivals, buffer: Any) -> tuple[Any, Any]:
+    """A request write split for the transmit stamps: the head to write with them off
+    (None when it goes whole) and the rest (see ``STAMPED_TAIL``)."""
+    try:
+        head = arrivals.unstamped_head(len(buffer))
+    except Exception:  # noqa: BLE001
+        internal_error("net.tap")
+        return None, buffer
+    if not head:
+        return None, buffer
+    view = memoryview(buffer)
+    return view[:head], view[head:]
+
+
 def _ssl_pending(stream: Any) -> bool:
     return _decrypted_waiting(getattr(stream, "_sock", None))
 
@@ -83,6 +97,9 @@ def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap:
     original_read, original_write = cls.read, cls.write
 
     def write(buffer: bytes, timeout: float | None = None) -> None:
+        head, buffer = _unstamped_head(arrivals, buffer)
+        if head is not None:
+            original_write(stream, head, timeout)
         try:
             arrivals.sending()
         except Exception:  # noqa: BLE001
@@ -164,6 +181,9 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
             return above + (read_bio.pending if read_bio is not None else 0)
 
     async def write(buffer: bytes, timeout: float | None = None) -> None:
+        head, buffer = _unstamped_head(arrivals, buffer)
+        if head is not None:
+            await original_write(stream, head, timeout)
         try:
             arrivals.sending()
         except Exception:  # noqa: BLE001

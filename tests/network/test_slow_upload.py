@@ -1,0 +1,219 @@
+"""A long prompt on a slow uplink: the request's writer waits for room in the send buffer
+without spinning on the kernel's transmit stamps, on every client stack that writes with them
+on (httpcore sync and async, urllib3, aiohttp).
+
+A stamp of bytes that left while the same write still waited made the socket poll as in
+error, and the writer spun until room came: 0.35 s of CPU in a 0.9 s write.  The server here
+reads the body 16 KiB at a time every 10 ms through a small receive window, then answers
+with an OpenAI chat stream; the client's send buffer is 64 KiB.  The writer's thread CPU
+time is compared with the upload's wall time."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent_latency import semconv
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="transmit stamps are Linux's")
+
+httpx = pytest.importorskip("httpx")
+openai = pytest.importorskip("openai")
+requests = pytest.importorskip("requests")
+aiohttp = pytest.importorskip("aiohttp")
+
+from agent_latency.instrumentation.llm import Settings  # noqa: E402
+from agent_latency.instrumentation.llm._invoke import call_wrapper  # noqa: E402
+from agent_latency.instrumentation.llm.openai import CHAT, OpenAIInstrumentor  # noqa: E402
+from agent_latency.instrumentation.llm.requests import RequestsInstrumentor  # noqa: E402
+from agent_latency.instrumentation.llm.sockets import SocketsInstrumentor  # noqa: E402
+from agent_latency.instrumentation.protocols import view  # noqa: E402
+
+PROMPT = "x" * (1 << 20)  # 1 MiB: 0.64 s through the server's pace
+READ_SIZE, READ_EVERY = 16 << 10, 0.010
+SEND_BUFFER = 64 << 10
+SOCKET_OPTIONS = [(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)]
+# The writer's CPU: encoding and copying a 1 MiB body and the client's own work take tens of
+# milliseconds; the spin took 0.35 s of a 0.9 s upload.
+CPU_BOUND = 0.15
+_CHUNK = ('data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m",'
+          '"choices":[{"index":0,"delta":%s,"finish_reason":%s}]}\n\n')
+REPLY = ("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+         + _CHUNK % ('{"role":"assistant","content":"hi"}', "null")
+         + _CHUNK % ("{}", '"stop"') + "data: [DONE]\n\n").encode()
+
+
+class SlowReader:
+    """An HTTP server on loopback that reads each request's body at a slow pace through a
+    small receive window, then answers with a two-chunk chat stream."""
+
+    def __init__(self) -> None:
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, READ_SIZE)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen()
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/v1"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(READ_SIZE)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            left = length - len(body)
+            while left > 0:
+                time.sleep(READ_EVERY)
+                got = conn.recv(min(READ_SIZE, left))
+                if not got:
+                    return
+                left -= len(got)
+            conn.sendall(REPLY)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[SlowReader]:
+    reader = SlowReader()
+    yield reader
+    reader.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def instrumented() -> Iterator[None]:
+    instrumentors = [OpenAIInstrumentor(), RequestsInstrumentor(), SocketsInstrumentor()]
+    for instrumentor in instrumentors:
+        instrumentor.instrument()
+    yield
+    for instrumentor in reversed(instrumentors):
+        instrumentor.uninstrument()
+
+
+BODY = {"model": "m", "messages": [{"role": "user", "content": PROMPT}], "stream": True}
+
+
+def check(otel: Any, cpu: float, dated_upload: bool = True) -> None:
+    """One streamed call whose upload took the server's pace; the writer did not spin."""
+    (call,) = [s for s in otel.spans() if semconv.LLM_PREFILL in (s.attributes or {})]
+    upload = call.attributes[semconv.LLM_UPLOAD]
+    phases = {attr: call.attributes[attr] for attr, _, _ in semconv.LLM_PHASES}
+    assert upload > 0.3 or not dated_upload, phases
+    assert cpu < CPU_BOUND, (cpu, upload)
+
+
+class TestWriterWaitsWithoutSpinning:
+    """A 1 MiB request body into a 64 KiB send buffer: the writer's CPU stays small."""
+
+    def test_httpx_sync(self, otel: Any, server: SlowReader) -> None:
+        """httpcore's sync stream (the openai SDK's default client)."""
+        transport = httpx.HTTPTransport(socket_options=SOCKET_OPTIONS)
+        client = openai.OpenAI(base_url=server.url, api_key="k", max_retries=0,
+                               http_client=httpx.Client(transport=transport))
+        cpu = time.thread_time()
+        for _ in client.chat.completions.create(**BODY):
+            pass
+        check(otel, time.thread_time() - cpu)
+
+    def test_httpx_async(self, otel: Any, server: SlowReader) -> None:
+        """httpcore's anyio stream on asyncio."""
+        async def run() -> None:
+            transport = httpx.AsyncHTTPTransport(socket_options=SOCKET_OPTIONS)
+            client = openai.AsyncOpenAI(base_url=server.url, api_key="k", max_retries=0,
+                                        http_client=httpx.AsyncClient(transport=transport))
+            async for _ in await client.chat.completions.create(**BODY):
+                pass
+
+        cpu = time.thread_time()
+        asyncio.run(run())
+        check(otel, time.thread_time() - cpu)
+
+    def test_requests(self, otel: Any, server: SlowReader) -> None:
+        """urllib3's ``sendall`` under ``requests``."""
+        from requests.adapters import HTTPAdapter
+        from urllib3.connection import HTTPConnection
+
+        class SmallSendBuffer(HTTPAdapter):
+            def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+                kwargs["socket_options"] = [*HTTPConnection.default_socket_options,
+                                            *SOCKET_OPTIONS]
+                super().init_poolmanager(*args, **kwargs)
+
+        with requests.Session() as session:
+            session.mount("http://", SmallSendBuffer())
+            cpu = time.thread_time()
+            response = session.post(f"{server.url}/chat/completions", json=BODY, stream=True,
+                                    timeout=30)
+            assert [line for line in response.iter_lines() if line][-1] == b"data: [DONE]"
+            check(otel, time.thread_time() - cpu)
+
+    def test_http_client(self, otel: Any, server: SlowReader) -> None:
+        """A plain ``http.client`` POST, recognised on the wire (``sendall`` on the socket)."""
+        port = int(server.url.rsplit(":", 1)[1].split("/")[0])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.connect()
+        assert conn.sock is not None
+        conn.sock.setsockopt(*SOCKET_OPTIONS[0])
+        cpu = time.thread_time()
+        conn.request("POST", "/v1/chat/completions", json.dumps(BODY),
+                     {"content-type": "application/json"})
+        assert conn.getresponse().read().endswith(b"data: [DONE]\n\n")
+        conn.close()
+        check(otel, time.thread_time() - cpu)
+
+    def test_aiohttp(self, otel: Any, server: SlowReader) -> None:
+        """aiohttp's transport, read as the openai SDK's chat stream."""
+        wrapper = call_wrapper(CHAT, Settings())
+
+        def small_send_buffer(addr_info: Any) -> socket.socket:
+            family, kind, proto, _, _ = addr_info
+            sock = socket.socket(family, kind, proto)
+            sock.setsockopt(*SOCKET_OPTIONS[0])
+            return sock
+
+        async def open_stream(session: Any, url: str, **body: Any) -> Any:
+            response = await session.post(url, json=body)
+
+            async def chunks() -> Any:
+                async for line in response.content:
+                    payload = line.strip()[5:].strip()
+                    if line.startswith(b"data:") and payload != b"[DONE]":
+                        yield view(json.loads(payload))
+                response.release()
+
+            return chunks()
+
+        async def run() -> None:
+            connector = aiohttp.TCPConnector(socket_factory=small_send_buffer)
+            async with aiohttp.ClientSession(connector=connector) as session:
+                stream = await wrapper(open_stream, None,
+                                       (session, f"{server.url}/chat/completions"), BODY)
+                async for _ in stream:
+                    pass
+
+        cpu = time.thread_time()
+        asyncio.run(run())
+        # Not its upload: aiohttp's chunk-sent signal comes once the body is in the
+        # transport's buffer, and a stamp later than that mark is not taken (known, open).
+        check(otel, time.thread_time() - cpu, dated_upload=False)
