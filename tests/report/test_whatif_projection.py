@@ -14,6 +14,10 @@ from bench_whatif import record
 from agent_latency.budget import Scenario, project
 
 
+# Two timed runs compared: beside make test-pythons' three suites and two busy loops the
+# recording's tool runs and thread starts came out slower than the later run's (projected
+# 3.575 s against 3.211 s measured, 11 %): alone
+@pytest.mark.quiet
 class TestProjectionOnTheSimulator:
     """Projected wall within 10 % of the measured one (the benchmark shows ≤ 3 %; a busy
     2-core machine moves tool runs and thread starts by tens of milliseconds)."""
