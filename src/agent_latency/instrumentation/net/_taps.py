@@ -37,7 +37,7 @@ from time import perf_counter
 from typing import Any
 
 from ..._log import internal_error
-from ._arrivals import Arrivals
+from ._arrivals import STAMPED_TAIL, Arrivals
 from ._exchange import Exchange
 
 Untap = Callable[[], None]
@@ -96,9 +96,10 @@ def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap:
     original_read, original_write = cls.read, cls.write
 
     def write(buffer: bytes, timeout: float | None = None) -> None:
-        head, buffer = _unstamped_head(arrivals, buffer)
-        if head is not None:
-            original_write(stream, head, timeout)
+        if len(buffer) > STAMPED_TAIL:
+            head, buffer = _unstamped_head(arrivals, buffer)
+            if head is not None:
+                original_write(stream, head, timeout)
         try:
             arrivals.sending()
         except Exception:  # noqa: BLE001
@@ -180,9 +181,10 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
             return above + (read_bio.pending if read_bio is not None else 0)
 
     async def write(buffer: bytes, timeout: float | None = None) -> None:
-        head, buffer = _unstamped_head(arrivals, buffer)
-        if head is not None:
-            await original_write(stream, head, timeout)
+        if len(buffer) > STAMPED_TAIL:
+            head, buffer = _unstamped_head(arrivals, buffer)
+            if head is not None:
+                await original_write(stream, head, timeout)
         try:
             arrivals.sending()
         except Exception:  # noqa: BLE001
