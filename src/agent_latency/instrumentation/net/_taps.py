@@ -37,7 +37,7 @@ from time import perf_counter
 from typing import Any
 
 from ..._log import internal_error
-from ._arrivals import Arrivals
+from ._arrivals import STAMPED_TAIL, Arrivals
 from ._exchange import Exchange
 
 Untap = Callable[[], None]
@@ -59,8 +59,7 @@ def _wait_readable(arrivals: Arrivals, timeout: float | None) -> bool:
             return False
         if ready[0][1] & select.POLLIN:
             return True
-        arrivals.sent()  # POLLERR: a transmit stamp, not data
-        if not arrivals.stamping:
+        if not arrivals.sent():  # POLLERR: a transmit stamp, not data
             return True  # a real error: the library's read reports it
 
 
@@ -97,9 +96,10 @@ def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap:
     original_read, original_write = cls.read, cls.write
 
     def write(buffer: bytes, timeout: float | None = None) -> None:
-        head, buffer = _unstamped_head(arrivals, buffer)
-        if head is not None:
-            original_write(stream, head, timeout)
+        if len(buffer) > STAMPED_TAIL:
+            head, buffer = _unstamped_head(arrivals, buffer)
+            if head is not None:
+                original_write(stream, head, timeout)
         try:
             arrivals.sending()
         except Exception:  # noqa: BLE001
@@ -112,7 +112,7 @@ def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap:
 
     def read(max_bytes: int, timeout: float | None = None) -> bytes:
         try:
-            arrivals.done_sending()
+            arrivals.done_sending(waits=True)
             queued = arrivals.observe() or _ssl_pending(stream)
             if not queued:
                 started = perf_counter()
@@ -181,9 +181,10 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
             return above + (read_bio.pending if read_bio is not None else 0)
 
     async def write(buffer: bytes, timeout: float | None = None) -> None:
-        head, buffer = _unstamped_head(arrivals, buffer)
-        if head is not None:
-            await original_write(stream, head, timeout)
+        if len(buffer) > STAMPED_TAIL:
+            head, buffer = _unstamped_head(arrivals, buffer)
+            if head is not None:
+                await original_write(stream, head, timeout)
         try:
             arrivals.sending()
         except Exception:  # noqa: BLE001
@@ -243,7 +244,7 @@ def before_socket_read(arrivals: Arrivals, sock: Any) -> Any:
     library raises its own timeout error now, not after a second full wait."""
     restore: Any = UNSET
     try:
-        arrivals.done_sending()
+        arrivals.done_sending(waits=True)
         if not (arrivals.observe() or _decrypted_waiting(sock)):
             timeout = sock.gettimeout()
             if timeout != 0.0:
@@ -284,7 +285,7 @@ def _socketio_tap(raw: Any, arrivals: Arrivals) -> Untap:
 def _untap(stream: Any, arrivals: Arrivals, protocol: Any = None,
            names: tuple[str, ...] = ("data_received",)) -> None:
     try:
-        arrivals.done_sending()
+        arrivals.stop_stamping()
     except Exception:  # noqa: BLE001
         internal_error("net.tap")
     for obj, attrs in ((stream, ("read", "write")), (protocol, names)):
