@@ -170,9 +170,9 @@ def followed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for module, name in ((_aiohttp, "aiohttp"), (_urllib3, "urllib3")):
         original = module.follow
 
-        def spy(attempt: Any, classify: Any = None, *, _original: Callable[..., Any] = original,
-                _name: str = name, **kwargs: Any) -> Any:
-            following = _original(attempt, classify, **kwargs)
+        def spy(attempt: Any, classify: Any = None, _original: Callable[..., Any] = original,
+                _name: str = name) -> Any:
+            following = _original(attempt, classify)
             if following is not None:
                 seen.append(_name)
             return following
