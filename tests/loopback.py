@@ -1,8 +1,10 @@
-"""A connected TCP pair on loopback, for tests that need real sockets and kernel stamps."""
+"""Real sockets on loopback, for tests that need them and the kernel's stamps: a connected
+TCP pair, and a threaded server to build test servers on."""
 
 from __future__ import annotations
 
 import socket
+import threading
 
 
 def loopback_pair() -> tuple[socket.socket, socket.socket]:
@@ -14,3 +16,34 @@ def loopback_pair() -> tuple[socket.socket, socket.socket]:
     finally:
         listener.close()
     return client, server
+
+
+class ThreadedServer:
+    """A TCP listener on 127.0.0.1 that hands each connection to :meth:`handle` on a thread
+    of its own; ``receive_buffer`` (bytes) is set on the listener, so on every connection."""
+
+    def __init__(self, receive_buffer: int | None = None) -> None:
+        self.listener = socket.socket()
+        if receive_buffer is not None:
+            self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen()
+        self.port: int = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+
+    def handle(self, conn: socket.socket) -> None:
+        """Serve one accepted connection (and close it)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop accepting (connections being served go on)."""
+        self.listener.close()

@@ -12,7 +12,6 @@ import select
 import socket
 import ssl
 import subprocess
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 from llm_helpers import calls_in_order, sockets_instrumented
+from loopback import ThreadedServer
 from machine_load import busy_slack
 from tls_certificate import self_signed
 from truth_log import served as served_truth
@@ -380,25 +380,15 @@ class TestAsyncio:
         assert task[semconv.budget_count("llm_calls")] == 1
 
 
-class TLSFront:
+class TLSFront(ThreadedServer):
     """Terminates TLS on 127.0.0.1 and forwards each connection to the simulator in plain
     TCP (written to the file descriptor, so its own forwarding is not a request of the
     client's)."""
 
     def __init__(self, context: ssl.SSLContext, upstream: int) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
         self.context = context
         self.upstream = upstream
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._forward, args=(conn,), daemon=True).start()
+        super().__init__()
 
     @staticmethod
     def _send(sock: socket.socket, data: bytes) -> None:
@@ -409,7 +399,7 @@ class TLSFront:
         while view:
             view = view[os.write(sock.fileno(), view):]
 
-    def _forward(self, conn: socket.socket) -> None:
+    def handle(self, conn: socket.socket) -> None:
         try:
             # Without TCP_NODELAY, Nagle holds each small SSE write until the client's
             # delayed ACK (40 ms on Linux): time a real front (nginx, uvicorn) never adds.
@@ -433,9 +423,6 @@ class TLSFront:
             pass
         finally:
             conn.close()
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import socket
 import ssl
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from loopback import ThreadedServer
 from tls_certificate import self_signed
 
 
@@ -18,25 +18,14 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return self_signed(tmp_path_factory.mktemp("tls"))
 
 
-class EchoServer:
+class EchoServer(ThreadedServer):
     """Accepts TCP (optionally TLS) connections on 127.0.0.1 and echoes what it reads."""
 
     def __init__(self, context: ssl.SSLContext | None) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
         self.context = context
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._echo, args=(conn,), daemon=True).start()
-
-    def _echo(self, conn: socket.socket) -> None:
+    def handle(self, conn: socket.socket) -> None:
         try:
             if self.context is not None:
                 conn = self.context.wrap_socket(conn, server_side=True)
@@ -46,9 +35,6 @@ class EchoServer:
             pass
         finally:
             conn.close()
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 @pytest.fixture(scope="module")

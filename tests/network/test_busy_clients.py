@@ -10,7 +10,6 @@ slack) against a hand-over time that is hundreds of milliseconds off."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import ssl
 import subprocess
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp_streams import open_stream
 from machine_load import busy_slack
 from truth_log import close, truth_of
 
@@ -48,7 +48,6 @@ from agent_latency.instrumentation.llm import Settings  # noqa: E402
 from agent_latency.instrumentation.llm._invoke import call_wrapper  # noqa: E402
 from agent_latency.instrumentation.llm.openai import CHAT, OpenAIInstrumentor  # noqa: E402
 from agent_latency.instrumentation.llm.requests import RequestsInstrumentor  # noqa: E402
-from agent_latency.instrumentation.protocols import view  # noqa: E402
 
 PREFILL_TPS = 5000.0
 OUTPUT_TPS = 100.0
@@ -170,9 +169,9 @@ def followed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for module, name in ((_aiohttp, "aiohttp"), (_urllib3, "urllib3")):
         original = module.follow
 
-        def spy(attempt: Any, classify: Any = None, _original: Callable[..., Any] = original,
-                _name: str = name) -> Any:
-            following = _original(attempt, classify)
+        def spy(attempt: Any, classify: Any = None, *, _original: Callable[..., Any] = original,
+                _name: str = name, **kwargs: Any) -> Any:
+            following = _original(attempt, classify, **kwargs)
             if following is not None:
                 seen.append(_name)
             return following
@@ -317,21 +316,6 @@ class TestRequests:
         assert close(ours, server), (ours, server)
 
 
-async def _open_stream(session: Any, url: str, **body: Any) -> Any:
-    """An OpenAI-compatible stream over a plain ``aiohttp`` session: the request is sent (and
-    the headers read) inside the call; the chunks are read after it, as an SDK's stream."""
-    response = await session.post(url, json=body)
-
-    async def chunks() -> Any:
-        async for line in response.content:
-            payload = line.strip()[5:].strip()
-            if line.startswith(b"data:") and payload != b"[DONE]":
-                yield view(json.loads(payload))
-        response.release()
-
-    return chunks()
-
-
 def all_calls(otel: Any) -> list[dict[str, Any]]:
     return [dict(s.attributes or {}) for s in sorted(otel.spans(), key=lambda s: s.start_time)
             if semconv.LLM_PREFILL in (s.attributes or {})]
@@ -370,7 +354,7 @@ class TestPooledConnections:
         async def run() -> None:
             async with aiohttp.ClientSession() as session:
                 for n in range(2):
-                    stream = await wrapper(_open_stream, None,
+                    stream = await wrapper(open_stream, None,
                                            (session, f"{sim.base_url}/v1/chat/completions"),
                                            {"model": f"sim-pooled-{n}", "max_tokens": 5,
                                             "messages": [{"role": "user", "content": "hi"}],
@@ -403,7 +387,7 @@ class TestAiohttp:
         async def run() -> None:
             async with aiohttp.ClientSession(
                     connector=aiohttp.TCPConnector(ssl=context)) as session:
-                stream = await wrapper(_open_stream, None,
+                stream = await wrapper(open_stream, None,
                                        (session, f"{base}/v1/chat/completions"),
                                        {"model": "sim-aiohttp-plain", "messages": MESSAGES,
                                         "max_tokens": OUTPUT_TOKENS, "stream": True})

@@ -15,12 +15,13 @@ import http.client
 import json
 import socket
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from aiohttp_streams import open_stream
+from loopback import ThreadedServer
 
 from agent_latency import semconv
 
@@ -37,7 +38,6 @@ from agent_latency.instrumentation.llm._invoke import call_wrapper  # noqa: E402
 from agent_latency.instrumentation.llm.openai import CHAT, OpenAIInstrumentor  # noqa: E402
 from agent_latency.instrumentation.llm.requests import RequestsInstrumentor  # noqa: E402
 from agent_latency.instrumentation.llm.sockets import SocketsInstrumentor  # noqa: E402
-from agent_latency.instrumentation.protocols import view  # noqa: E402
 
 PROMPT = "x" * (1 << 20)  # 1 MiB: 0.64 s through the server's pace
 READ_SIZE, READ_EVERY = 16 << 10, 0.010
@@ -53,27 +53,15 @@ REPLY = ("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: clos
          + _CHUNK % ("{}", '"stop"') + "data: [DONE]\n\n").encode()
 
 
-class SlowReader:
+class SlowReader(ThreadedServer):
     """An HTTP server on loopback that reads each request's body at a slow pace through a
     small receive window, then answers with a two-chunk chat stream."""
 
     def __init__(self) -> None:
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, READ_SIZE)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen()
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/v1"
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__(receive_buffer=READ_SIZE)
+        self.url = f"http://127.0.0.1:{self.port}/v1"
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    def _answer(self, conn: socket.socket) -> None:
+    def handle(self, conn: socket.socket) -> None:
         with conn:
             data = b""
             while b"\r\n\r\n" not in data:
@@ -89,9 +77,6 @@ class SlowReader:
                     return
                 left -= len(got)
             conn.sendall(REPLY)
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 @pytest.fixture(scope="module")
@@ -170,8 +155,7 @@ class TestWriterWaitsWithoutSpinning:
 
     def test_http_client(self, otel: Any, server: SlowReader) -> None:
         """A plain ``http.client`` POST, recognised on the wire (``sendall`` on the socket)."""
-        port = int(server.url.rsplit(":", 1)[1].split("/")[0])
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
         conn.connect()
         assert conn.sock is not None
         conn.sock.setsockopt(*SOCKET_OPTIONS[0])
@@ -191,18 +175,6 @@ class TestWriterWaitsWithoutSpinning:
             sock = socket.socket(family, kind, proto)
             sock.setsockopt(*SOCKET_OPTIONS[0])
             return sock
-
-        async def open_stream(session: Any, url: str, **body: Any) -> Any:
-            response = await session.post(url, json=body)
-
-            async def chunks() -> Any:
-                async for line in response.content:
-                    payload = line.strip()[5:].strip()
-                    if line.startswith(b"data:") and payload != b"[DONE]":
-                        yield view(json.loads(payload))
-                response.release()
-
-            return chunks()
 
         async def run() -> None:
             connector = aiohttp.TCPConnector(socket_factory=small_send_buffer)
