@@ -181,15 +181,18 @@ class Arrivals(EventEnds):
             if t is not None:
                 self.t_sent = t
 
-    def unstamped_head(self, size: int) -> int:
-        """How many leading bytes of a request write of ``size`` bytes go out with the
-        transmit stamps off (they are turned off here): all but the last ``STAMPED_TAIL`` of
-        a longer one, whose writer :meth:`sending` turns them back on for the rest."""
-        if size <= STAMPED_TAIL:
-            return 0
+    def split_write(self, data: Any) -> tuple[Any, Any]:
+        """A request write split for the transmit stamps: ``(head, rest)``, the head to
+        write with them off (they are turned off here; None when the write goes whole) and
+        the rest, for which the writer's :meth:`sending` turns them back on: all but the
+        last ``STAMPED_TAIL`` bytes of a longer write are the head."""
+        view = memoryview(data)
+        cut = view.nbytes - STAMPED_TAIL
+        if cut <= 0:
+            return None, data
         self.done_sending()
         self.t_sent = None  # an earlier write's: the stamp wanted is this one's last byte
-        return size - STAMPED_TAIL
+        return view[:cut], view[cut:]
 
     def done_sending(self) -> None:
         """The response is being read: the request is all out; stop stamping."""

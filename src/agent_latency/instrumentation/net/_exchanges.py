@@ -207,10 +207,7 @@ def _sending(exchange: Exchange, write: Any, sock: Any, data: Any, flags: int,
     head = None
     try:
         if whole:
-            view = memoryview(data)
-            cut = arrivals.unstamped_head(view.nbytes)
-            if cut:
-                head, data = view[:cut], view[cut:]
+            head, data = arrivals.split_write(data)
     except Exception:  # noqa: BLE001
         internal_error("wire.write")
     if head is not None:

@@ -68,14 +68,10 @@ def _unstamped_head(arrivals: Arrivals, buffer: Any) -> tuple[Any, Any]:
     """A request write split for the transmit stamps: the head to write with them off
     (None when it goes whole) and the rest (see ``STAMPED_TAIL``)."""
     try:
-        head = arrivals.unstamped_head(len(buffer))
+        return arrivals.split_write(buffer)
     except Exception:  # noqa: BLE001
         internal_error("net.tap")
         return None, buffer
-    if not head:
-        return None, buffer
-    view = memoryview(buffer)
-    return view[:head], view[head:]
 
 
 def _ssl_pending(stream: Any) -> bool:
