@@ -57,6 +57,7 @@ from ._kernel import (
     peek_queued,
     tcp_bytes_received,
     transmit_stamps,
+    unsent_bytes,
 )
 
 KERNEL = 0
@@ -133,9 +134,9 @@ class Arrivals(EventEnds):
     around the client's reads, ``observe`` by the tap before a read and by the watcher.
     """
 
-    __slots__ = ("__weakref__", "_quiet_at", "_received", "consumed", "cum", "family", "fd",
-                 "kind", "plain", "quiet", "reads", "sock", "stamping", "t", "t_sent", "t_start",
-                 "ticked", "tls", "watched")
+    __slots__ = ("__weakref__", "_quiet_at", "_received", "awaiting", "consumed", "cum",
+                 "family", "fd", "kind", "last_out", "plain", "quiet", "reads", "sock",
+                 "stamping", "t", "t_sent", "t_start", "ticked", "tls", "watched")
 
     def __init__(self, sock: Any) -> None:
         self.t_start = perf_counter()  # nothing read from now on arrived before it
@@ -167,19 +168,16 @@ class Arrivals(EventEnds):
         # is being written on the connection.
         self.t_sent: float | None = None
         self.stamping = False
+        # The response is awaited (the request written); the newest stamp is its last
+        # byte's once nothing of it waited in the send queue.
+        self.awaiting = False
+        self.last_out = False
 
     # -- the request ---------------------------------------------------------------------------
     def sending(self) -> None:
         """A request is about to be written: stamp what leaves until the response comes."""
         if not self.stamping:
             self.stamping = transmit_stamps(self.sock, True)
-
-    def sent(self) -> None:
-        """Collect the transmit stamps queued so far (the newest: the last byte out)."""
-        if self.stamping:
-            t = last_transmitted(self.fd, self.family)
-            if t is not None:
-                self.t_sent = t
 
     def split_write(self, data: Any) -> tuple[Any, Any]:
         """A request write split for the transmit stamps: ``(head, rest)``, the head to
@@ -190,17 +188,51 @@ class Arrivals(EventEnds):
         cut = view.nbytes - STAMPED_TAIL
         if cut <= 0:
             return None, data
-        self.done_sending()
+        self.stop_stamping()
         self.t_sent = None  # an earlier write's: the stamp wanted is this one's last byte
         return view[:cut], view[cut:]
 
-    def done_sending(self) -> None:
-        """The response is being read: the request is all out; stop stamping."""
+    def sent(self) -> bool:
+        """Collect the transmit stamps queued so far (the newest: the last byte out).
+        Returns whether there was one.  Once the response is awaited and nothing of the
+        request waits in the send queue, the newest is the request's last byte's
+        (``last_out``) and stamping stops."""
+        if not self.stamping:
+            return False
+        took = self._take_stamps()
+        if self.awaiting and unsent_bytes(self.fd) == 0:
+            self.stop_stamping()
+            self.last_out = self.t_sent is not None
+        return took
+
+    def done_sending(self, waits: bool = False) -> None:
+        """The response is awaited: the request is written.  While some of it is still in
+        the send queue (a slow uplink drains it after the writer returned), stamping goes on
+        where something takes the stamps off the error queue as they land: the reader's own
+        wait (``waits``) or the watcher; left there, a stamp makes the socket poll as in
+        error.  Otherwise it stops."""
+        if not self.stamping:
+            return
+        self.awaiting = True
+        self.sent()
+        if self.stamping and not (waits or self.watched):
+            self.stop_stamping()
+
+    def stop_stamping(self) -> None:
+        """Stamping stops (the stamps queued taken off the error queue)."""
         if self.stamping:
-            self.sent()
+            self._take_stamps()
             transmit_stamps(self.sock, False)
-            self.sent()  # one that landed while stamping was turned off
+            self._take_stamps()  # one that landed while stamping was turned off
             self.stamping = False
+
+    def _take_stamps(self) -> bool:
+        """The stamps queued now, taken off the error queue (the newest kept)."""
+        t = last_transmitted(self.fd, self.family)
+        if t is None:
+            return False
+        self.t_sent = t
+        return True
 
     # -- observations -------------------------------------------------------------------
     def observe(self) -> int:

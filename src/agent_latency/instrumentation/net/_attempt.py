@@ -207,12 +207,15 @@ class Attempt:
         following, self.following = self.following, None
         if following is not None:
             following.stop()
-            self.wire_sent(following.arrivals.t_sent)
+            self.wire_sent(following.arrivals.t_sent, following.arrivals.last_out)
 
-    def wire_sent(self, t: float | None) -> None:
+    def wire_sent(self, t: float | None, last: bool = False) -> None:
         """The kernel's stamp of the request's last byte leaving: ``t_sent`` is moved to it
-        when the writer's own mark is later (the GIL or the scheduler delayed the writer)."""
-        if t is None or self.t_sent is None or t >= self.t_sent:
+        when the writer's own mark is later (the GIL or the scheduler delayed the writer),
+        and also when it is earlier if the stamp is known to be the last byte's (``last``:
+        nothing of the request was left in the send queue when it was taken): a writer
+        returns once the kernel holds its bytes, which a slow uplink sends later."""
+        if t is None or self.t_sent is None or (t >= self.t_sent and not last):
             return
         self.t_sent = max(t, self.t_start)
         if self.t_send is not None and self.t_send > self.t_sent:

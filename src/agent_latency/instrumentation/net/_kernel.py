@@ -10,6 +10,11 @@ import threading
 import time
 from typing import Any
 
+try:
+    import fcntl
+except ImportError:  # not on Windows
+    fcntl = None  # type: ignore[assignment]
+
 _TCP_INFO = getattr(socket, "TCP_INFO", None) if sys.platform.startswith("linux") else None
 # struct tcp_info offsets (linux/tcp.h): tcpi_last_data_recv (u32, ms), tcpi_rtt (u32, µs),
 # tcpi_bytes_acked and tcpi_bytes_received (u64 each).
@@ -205,6 +210,20 @@ def transmit_stamps(sock: Any, on: bool) -> bool:
     except (OSError, AttributeError, TypeError, ValueError):
         return False
     return True
+
+
+# SIOCOUTQNSD (linux/sockios.h): the bytes of a TCP socket's send queue not sent yet.
+_SIOCOUTQNSD = 0x894B
+
+
+def unsent_bytes(fd: int) -> int | None:
+    """Bytes written to ``fd`` that the kernel has not transmitted yet, or None."""
+    if _SO_TIMESTAMPING is None or fcntl is None:
+        return None
+    try:
+        return int.from_bytes(fcntl.ioctl(fd, _SIOCOUTQNSD, b"\0\0\0\0"), "little")
+    except OSError:
+        return None
 
 
 def last_transmitted(fd: int, family: int) -> float | None:

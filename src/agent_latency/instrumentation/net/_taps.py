@@ -59,8 +59,7 @@ def _wait_readable(arrivals: Arrivals, timeout: float | None) -> bool:
             return False
         if ready[0][1] & select.POLLIN:
             return True
-        arrivals.sent()  # POLLERR: a transmit stamp, not data
-        if not arrivals.stamping:
+        if not arrivals.sent():  # POLLERR: a transmit stamp, not data
             return True  # a real error: the library's read reports it
 
 
@@ -109,7 +108,7 @@ def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap:
 
     def read(max_bytes: int, timeout: float | None = None) -> bytes:
         try:
-            arrivals.done_sending()
+            arrivals.done_sending(waits=True)
             queued = arrivals.observe() or _ssl_pending(stream)
             if not queued:
                 started = perf_counter()
@@ -241,7 +240,7 @@ def before_socket_read(arrivals: Arrivals, sock: Any) -> Any:
     library raises its own timeout error now, not after a second full wait."""
     restore: Any = UNSET
     try:
-        arrivals.done_sending()
+        arrivals.done_sending(waits=True)
         if not (arrivals.observe() or _decrypted_waiting(sock)):
             timeout = sock.gettimeout()
             if timeout != 0.0:
@@ -282,7 +281,7 @@ def _socketio_tap(raw: Any, arrivals: Arrivals) -> Untap:
 def _untap(stream: Any, arrivals: Arrivals, protocol: Any = None,
            names: tuple[str, ...] = ("data_received",)) -> None:
     try:
-        arrivals.done_sending()
+        arrivals.stop_stamping()
     except Exception:  # noqa: BLE001
         internal_error("net.tap")
     for obj, attrs in ((stream, ("read", "write")), (protocol, names)):
