@@ -36,17 +36,20 @@ class Following:
         WATCHER.unwatch(self.arrivals)
 
 
-def follow(attempt: Any, classify: Any = None) -> Following | None:
+def follow(attempt: Any, classify: Any = None,
+           arrivals: Arrivals | None = None) -> Following | None:
     """Start taking arrival times on ``attempt``'s connection, or None where its client's
     stream or socket is not one we can tap.  ``classify(event bytes) -> bool`` says which
-    events carry output (``Arrivals.outputs``)."""
+    events carry output (``Arrivals.outputs``).  ``arrivals``: made already on the same
+    socket as the request was written (its transmit stamps)."""
     stream, sock = attempt.stream, attempt.sock
     if stream is None or sock is None:
         return None
     try:
         if sock.fileno() < 0:
             return None
-        arrivals = Arrivals(sock)
+        if arrivals is None or arrivals.sock is not sock:
+            arrivals = Arrivals(sock)
         arrivals.classify = classify
     except (OSError, AttributeError, ValueError):
         return None

@@ -22,6 +22,7 @@ from time import perf_counter
 from typing import Any
 
 from ..._log import internal_error
+from ._arrivals import Arrivals
 from ._attempt import Attempt
 from ._context import CURRENT
 from ._follow import follow
@@ -31,10 +32,13 @@ from ._phases import NetPhases
 class _Sending:
     """One attempt inside ``urlopen`` and the owner's socket-level totals at its start."""
 
-    __slots__ = ("attempt", "connect", "connects", "net", "owner")
+    __slots__ = ("arrivals", "attempt", "connect", "connects", "net", "owner")
 
     def __init__(self, attempt: Attempt, net: NetPhases, owner: Any) -> None:
         self.attempt = attempt
+        # Made as the request is written, when the owner wants arrival times: its
+        # transmit stamps; the response's tap takes it over.
+        self.arrivals: Arrivals | None = None
         self.owner = owner
         self.net = net
         attempt.net = net
@@ -86,6 +90,8 @@ def urlopen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
             _ATTEMPT.reset(token)
         if sending is not None:
             try:
+                if sending.arrivals is not None and sending.attempt.following is None:
+                    sending.arrivals.stop_stamping()  # no response was tapped
                 sending.setup_done()
             except Exception:  # noqa: BLE001
                 internal_error("urllib3.setup")
@@ -108,6 +114,47 @@ def request_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
                                  attempt.t_sent or t_entry))
 
 
+def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``HTTPConnection.send`` (``http.client``'s: each piece of the request), while the
+    owner wants arrival times: written with the kernel's transmit stamps on (a long piece's
+    head with them off: ``STAMPED_TAIL``), the stamps taken off the error queue after each
+    piece, so the request's last byte is dated when it left."""
+    sending = _ATTEMPT.get()
+    if sending is None or kwargs or len(args) != 1:
+        return wrapped(*args, **kwargs)
+    data, head = args[0], None
+    arrivals = sending.arrivals
+    try:
+        sock = instance.sock
+        if (sending.owner.wants_arrivals and sock is not None
+                and isinstance(data, (bytes, bytearray, memoryview))):
+            if arrivals is None or arrivals.sock is not sock:
+                arrivals = sending.arrivals = Arrivals(sock)
+            data = memoryview(data)
+            cut = arrivals.unstamped_head(data.nbytes)
+            if cut:
+                head, data = data[:cut], data[cut:]
+        else:
+            arrivals = None
+    except Exception:  # noqa: BLE001
+        internal_error("urllib3.send")
+        arrivals = None
+    if head is not None:
+        wrapped(head)
+    if arrivals is not None:
+        try:
+            arrivals.sending()
+        except Exception:  # noqa: BLE001
+            internal_error("urllib3.send")
+    result = wrapped(data)
+    if arrivals is not None:
+        try:
+            arrivals.sent()
+        except Exception:  # noqa: BLE001
+            internal_error("urllib3.send")
+    return result
+
+
 def _follow_response(connection: Any, sending: _Sending) -> bool:
     """Arrival times on the response ``connection`` is about to read: ``http.client`` makes
     it with the connection's ``response_class``, set here on the instance (taken off again
@@ -123,7 +170,7 @@ def _follow_response(connection: Any, sending: _Sending) -> bool:
             if raw is not None and attempt.following is None:
                 attempt.sock = sock
                 attempt.stream = raw
-                attempt.following = follow(attempt, classify)
+                attempt.following = follow(attempt, classify, arrivals=sending.arrivals)
         except Exception:  # noqa: BLE001
             internal_error("urllib3.follow")
         return response
@@ -165,5 +212,6 @@ def getresponse_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> 
 TARGETS: list[tuple[str, str, Any]] = [
     ("urllib3.connectionpool", "HTTPConnectionPool.urlopen", urlopen_wrapper),
     ("urllib3.connection", "HTTPConnection.request", request_wrapper),
+    ("urllib3.connection", "HTTPConnection.send", send_wrapper),
     ("urllib3.connection", "HTTPConnection.getresponse", getresponse_wrapper),
 ]
