@@ -130,10 +130,7 @@ def send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
                 and isinstance(data, (bytes, bytearray, memoryview))):
             if arrivals is None or arrivals.sock is not sock:
                 arrivals = sending.arrivals = Arrivals(sock)
-            data = memoryview(data)
-            cut = arrivals.unstamped_head(data.nbytes)
-            if cut:
-                head, data = data[:cut], data[cut:]
+            head, data = arrivals.split_write(data)
         else:
             arrivals = None
     except Exception:  # noqa: BLE001
