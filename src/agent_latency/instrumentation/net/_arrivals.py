@@ -199,11 +199,13 @@ class Arrivals(EventEnds):
         (``last_out``) and stamping stops."""
         if not self.stamping:
             return False
-        took = self._take_stamps()
+        t = last_transmitted(self.fd, self.family)  # (inline: a drain after every write)
+        if t is not None:
+            self.t_sent = t
         if self.awaiting and unsent_bytes(self.fd) == 0:
-            self.stop_stamping()
+            self.stop_stamping(taken=True)
             self.last_out = self.t_sent is not None
-        return took
+        return t is not None
 
     def done_sending(self, waits: bool = False) -> None:
         """The response is awaited: the request is written.  While some of it is still in
@@ -218,10 +220,12 @@ class Arrivals(EventEnds):
         if self.stamping and not (waits or self.watched):
             self.stop_stamping()
 
-    def stop_stamping(self) -> None:
-        """Stamping stops (the stamps queued taken off the error queue)."""
+    def stop_stamping(self, taken: bool = False) -> None:
+        """Stamping stops (the stamps queued taken off the error queue; ``taken``: they
+        were, a moment ago)."""
         if self.stamping:
-            self._take_stamps()
+            if not taken:
+                self._take_stamps()
             transmit_stamps(self.sock, False)
             self._take_stamps()  # one that landed while stamping was turned off
             self.stamping = False
