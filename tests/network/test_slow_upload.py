@@ -53,14 +53,19 @@ SEND_BUFFERS = {"blocking-write": 64 << 10, "buffered-write": 4 << 20}
 CPU_BOUND = 0.15
 _CHUNK = ('data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m",'
           '"choices":[{"index":0,"delta":%s,"finish_reason":%s}]}\n\n')
-REPLY = ("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
-         + _CHUNK % ('{"role":"assistant","content":"hi"}', "null")
-         + _CHUNK % ("{}", '"stop"') + "data: [DONE]\n\n").encode()
+STREAM_REPLY = ("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close"
+                "\r\n\r\n" + _CHUNK % ('{"role":"assistant","content":"hi"}', "null")
+                + _CHUNK % ("{}", '"stop"') + "data: [DONE]\n\n").encode()
+JSON_REPLY = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n"
+              b'{"id":"c","object":"chat.completion","created":0,"model":"m","choices":[{"index"'
+              b':0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],'
+              b'"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}')
 
 
 class SlowReader(ThreadedServer):
     """An HTTP server on loopback that reads each request's body at a slow pace through a
-    small receive window, then answers with a two-chunk chat stream."""
+    small receive window, then answers with a two-chunk chat stream (a chat completion to a
+    request that does not ask for a stream)."""
 
     def __init__(self) -> None:
         super().__init__(receive_buffer=READ_SIZE)
@@ -75,13 +80,16 @@ class SlowReader(ThreadedServer):
             length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
                           if line.lower().startswith(b"content-length:"))
             left = length - len(body)
+            tail = body[-64:]
             while left > 0:
                 time.sleep(READ_EVERY)
                 got = conn.recv(min(READ_SIZE, left))
                 if not got:
                     return
                 left -= len(got)
-            conn.sendall(REPLY)
+                tail = (tail + got)[-64:]
+            streamed = b'"stream":true' in tail.replace(b" ", b"")
+            conn.sendall(STREAM_REPLY if streamed else JSON_REPLY)
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +151,22 @@ class TestWriterWaitsWithoutSpinning:
                                         http_client=httpx.AsyncClient(transport=transport))
             async for _ in await client.chat.completions.create(**BODY):
                 pass
+
+        cpu = time.thread_time()
+        asyncio.run(run())
+        check(otel, time.thread_time() - cpu)
+
+    def test_httpx_async_not_streamed(self, otel: Any, server: SlowReader,
+                                      send_buffer: list[tuple[int, int, int]]) -> None:
+        """httpcore's anyio stream, a call that is not streamed (nothing watches its
+        connection until the request is written)."""
+        async def run() -> None:
+            transport = httpx.AsyncHTTPTransport(socket_options=send_buffer)
+            client = openai.AsyncOpenAI(base_url=server.url, api_key="k", max_retries=0,
+                                        http_client=httpx.AsyncClient(transport=transport))
+            body = {k: v for k, v in BODY.items() if k != "stream"}
+            reply = await client.chat.completions.create(**body)
+            assert reply.choices[0].message.content == "hi"
 
         cpu = time.thread_time()
         asyncio.run(run())

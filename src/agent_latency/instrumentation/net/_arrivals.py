@@ -44,6 +44,7 @@ from __future__ import annotations
 import fcntl
 import termios
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from statistics import median
 from time import perf_counter
 from typing import Any
@@ -207,18 +208,23 @@ class Arrivals(EventEnds):
             self.last_out = self.t_sent is not None
         return t is not None
 
-    def done_sending(self, waits: bool = False) -> None:
+    def done_sending(self, waits: bool = False,
+                     watch: Callable[[Arrivals], None] | None = None) -> None:
         """The response is awaited: the request is written.  While some of it is still in
         the send queue (a slow uplink drains it after the writer returned), stamping goes on
         where something takes the stamps off the error queue as they land: the reader's own
-        wait (``waits``) or the watcher; left there, a stamp makes the socket poll as in
-        error.  Otherwise it stops."""
+        wait (``waits``) or the watcher (``watch`` starts it on an event loop's connection
+        nobody watches yet); left there, a stamp makes the socket poll as in error.
+        Otherwise it stops."""
         if not self.stamping:
             return
         self.awaiting = True
         self.sent()
         if self.stamping and not (waits or self.watched):
-            self.stop_stamping()
+            if watch is not None:
+                watch(self)
+            if not self.watched:
+                self.stop_stamping()
 
     def stop_stamping(self, taken: bool = False) -> None:
         """Stamping stops (the stamps queued taken off the error queue; ``taken``: they

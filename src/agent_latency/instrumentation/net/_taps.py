@@ -39,6 +39,7 @@ from typing import Any
 from ..._log import internal_error
 from ._arrivals import STAMPED_TAIL, Arrivals
 from ._exchange import Exchange
+from ._watcher import WATCHER
 
 Untap = Callable[[], None]
 
@@ -193,7 +194,9 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
 
     async def read(max_bytes: int, timeout: float | None = None) -> bytes:
         try:
-            arrivals.done_sending()
+            # Where the request's end is still in the send queue, the watcher takes its
+            # stamp (the loop is not ours to wait on).
+            arrivals.done_sending(watch=WATCHER.watch)
             arrivals.observe()
         except Exception:  # noqa: BLE001
             internal_error("net.tap")
