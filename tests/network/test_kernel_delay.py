@@ -104,3 +104,90 @@ class TestKernelDelay:
             # wait for ACKs under the delay (Nagle), so a stream's last bytes may come up to
             # ~RTT/2 after its last token.
             assert 0.8 * RTT <= span.attributes[semconv.LLM_NETWORK] <= 2.5 * RTT
+
+
+HOLD = 0.03
+
+
+@pytest.fixture(scope="module")
+def held() -> Iterator[SimulatorProcess]:
+    """The simulator, its client's packets held ``HOLD`` below TCP (and its own answers as
+    long on their way back)."""
+    from agent_latency.simulator import KernelDelay
+
+    with SimulatorProcess(SimulatorConfig(port=0, prefill_tps=20000.0,
+                                          output_tps=2000.0)) as server:
+        port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
+        delay = KernelDelay(port, 2 * HOLD, sender_side=True)
+        delay.start()
+        try:
+            yield server
+        finally:
+            delay.stop()
+
+
+def _upload(otel) -> float:
+    (span,) = _calls(otel)
+    return span.attributes[semconv.LLM_UPLOAD]
+
+
+@pytest.fixture(scope="module")
+def on_the_wire() -> Iterator[None]:
+    """Calls recognised on the wire too (a plain ``http.client`` POST)."""
+    from agent_latency.instrumentation.llm.sockets import SocketsInstrumentor
+
+    instrumentor = SocketsInstrumentor()
+    instrumentor.instrument()
+    yield
+    instrumentor.uninstrument()
+
+
+class TestHeldBelowTcp:
+    """A request's last byte held below TCP (sent, not yet on the device) is dated when its
+    transmit stamp says it left, by the stamp's key, not by the empty send queue.  Written
+    in one piece it is held ``HOLD``; the clients below write headers and body apart, and
+    this kernel holds the body back until the headers are released (TCP small queues), so
+    theirs leaves up to ``2 * HOLD`` after the write."""
+
+    def test_one_write(self, otel, held, on_the_wire) -> None:
+        import json
+        import socket
+
+        host, port = held.base_url.split("//", 1)[1].split("/")[0].split(":")
+        body = json.dumps(BODY).encode()
+        request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                   "Connection: close\r\n\r\n").encode() + body
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(request)
+            while sock.recv(65536):
+                pass
+        upload = _upload(otel)
+        assert 0.6 * HOLD <= upload <= 1.5 * HOLD + busy_slack(), upload
+
+    def test_http_client(self, otel, held, on_the_wire) -> None:
+        import http.client
+        import json
+
+        host, port = held.base_url.split("//", 1)[1].split("/")[0].split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("POST", "/v1/chat/completions", json.dumps(BODY),
+                     {"content-type": "application/json"})
+        conn.getresponse().read()
+        conn.close()
+        upload = _upload(otel)
+        assert 0.6 * HOLD <= upload <= 2.5 * HOLD + busy_slack(), upload
+
+    def test_requests(self, otel, held) -> None:
+        requests = pytest.importorskip("requests")
+        requests.post(held.base_url + "/v1/chat/completions", json=BODY, timeout=30)
+        upload = _upload(otel)
+        assert 0.6 * HOLD <= upload <= 2.5 * HOLD + busy_slack(), upload
+
+    def test_openai_stream(self, otel, held) -> None:
+        openai = pytest.importorskip("openai")
+        client = openai.OpenAI(base_url=held.base_url + "/v1", api_key="k", max_retries=0)
+        for _ in client.chat.completions.create(stream=True, **BODY):
+            pass
+        upload = _upload(otel)
+        assert 0.6 * HOLD <= upload <= 2.5 * HOLD + busy_slack(), upload

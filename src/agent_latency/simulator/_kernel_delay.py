@@ -1,8 +1,8 @@
 """Root-only network delay in the kernel: NFQUEUE on loopback, scoped to one TCP port.
 
 This kernel has no ``netem``, so packets are held in user space instead:
-``iptables-legacy -I OUTPUT -o lo -p tcp --dport PORT -j NFQUEUE --queue-num Q
---queue-bypass`` (and the same with ``--sport PORT``) hands every loopback packet to or
+``iptables-legacy -I INPUT -i lo -p tcp --dport PORT -j NFQUEUE --queue-num Q
+--queue-bypass`` (and ``-I OUTPUT -o lo … --sport PORT``) hands every loopback packet to or
 from the simulator's port to queue ``Q``; a :mod:`netfilterqueue` reader thread stamps each
 packet on arrival and a release thread accepts it ``R/2`` later, in order. Every phase pays
 the delay as on a real network: the SYN and SYN-ACK (so TCP connect takes R), the upload,
@@ -45,11 +45,16 @@ def unavailable_reason() -> str | None:
 class KernelDelay:
     """Holds packets to/from ``port`` on loopback for ``rtt_s / 2`` each way."""
 
-    __slots__ = ("_cond", "_nfq", "_pending", "_port", "_queue_num", "_rules", "_stop",
-                 "_threads", "half")
+    __slots__ = ("_cond", "_nfq", "_pending", "_port", "_queue_num", "_rules", "_sender_side",
+                 "_stop", "_threads", "half")
 
-    def __init__(self, port: int, rtt_s: float, queue_num: int | None = None) -> None:
+    def __init__(self, port: int, rtt_s: float, queue_num: int | None = None,
+                 sender_side: bool = False) -> None:
+        """``sender_side``: the client's packets are held on OUTPUT instead, after TCP sent
+        them and before the device stamps them, as a queue below TCP on the client's host
+        (a pacing queue discipline) holds them."""
         self._port = port
+        self._sender_side = sender_side
         self.half = rtt_s / 2.0
         self._queue_num = queue_num if queue_num is not None else 1000 + port % 30000
         self._rules: list[list[str]] = []
@@ -69,8 +74,15 @@ class KernelDelay:
 
         self._nfq = NetfilterQueue()
         self._nfq.bind(self._queue_num, self._on_packet, max_len=65536)
-        for flag in ("--dport", "--sport"):
-            rule = ["OUTPUT", "-o", "lo", "-p", "tcp", flag, str(self._port), "-j", "NFQUEUE",
+        # Each direction is held where a wire would hold it: after the sender's transmit
+        # stamp (loopback takes it as the packet enters the device) and before the
+        # receiver's receive stamp (taken as it leaves the device).  The client's packets
+        # are held on INPUT, the simulator's on OUTPUT.  Held on OUTPUT too, a request's
+        # transmit stamp came R/2 late and the kernel kept the request's next write back
+        # until the first was released (TCP small queues).
+        client_side = ("OUTPUT", "-o") if self._sender_side else ("INPUT", "-i")
+        for (chain, device), flag in ((client_side, "--dport"), (("OUTPUT", "-o"), "--sport")):
+            rule = [chain, device, "lo", "-p", "tcp", flag, str(self._port), "-j", "NFQUEUE",
                     "--queue-num", str(self._queue_num), "--queue-bypass"]
             subprocess.run([IPTABLES, "-I", *rule], check=True, capture_output=True)
             self._rules.append(rule)

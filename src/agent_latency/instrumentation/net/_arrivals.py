@@ -56,9 +56,10 @@ from ._kernel import (
     family_of,
     last_transmitted,
     peek_queued,
+    tcp_bytes_acked,
     tcp_bytes_received,
     transmit_stamps,
-    unsent_bytes,
+    unacknowledged_bytes,
 )
 
 KERNEL = 0
@@ -135,7 +136,8 @@ class Arrivals(EventEnds):
     around the client's reads, ``observe`` by the tap before a read and by the watcher.
     """
 
-    __slots__ = ("__weakref__", "_quiet_at", "_received", "awaiting", "consumed", "cum",
+    __slots__ = ("__weakref__", "_acked_at_start", "_key", "_last_key", "_quiet_at", "_received",
+                 "awaiting", "consumed", "cum",
                  "family", "fd", "kind", "last_out", "plain", "quiet", "reads", "sock",
                  "stamping", "t", "t_sent", "t_start", "ticked", "tls", "watched")
 
@@ -169,8 +171,13 @@ class Arrivals(EventEnds):
         # is being written on the connection.
         self.t_sent: float | None = None
         self.stamping = False
-        # The response is awaited (the request written); the newest stamp is its last
-        # byte's once nothing of it waited in the send queue.
+        # The newest stamp's key (OPT_ID: its last byte's offset from the first byte not
+        # acknowledged when stamping started, ``_acked_at_start`` bytes into the connection).
+        self._key: int | None = None
+        self._acked_at_start: int | None = None
+        self._last_key: int | None = None  # the request's last byte's, once it is written
+        # The response is awaited (the request written); ``last_out``: the newest stamp is
+        # the request's last byte's.
         self.awaiting = False
         self.last_out = False
 
@@ -178,7 +185,13 @@ class Arrivals(EventEnds):
     def sending(self) -> None:
         """A request is about to be written: stamp what leaves until the response comes."""
         if not self.stamping:
+            # Read before stamping starts: an acknowledgement landing in between makes the
+            # last byte's key come out too high, never matched (the stamp is then only
+            # trusted where it is earlier than the writer's own mark).
+            self._acked_at_start = tcp_bytes_acked(self.sock)
             self.stamping = transmit_stamps(self.sock, True)
+            self._key = self._last_key = None
+            self.awaiting = self.last_out = False
 
     def split_write(self, data: Any) -> tuple[Any, Any]:
         """A request write split for the transmit stamps: ``(head, rest)``, the head to
@@ -195,30 +208,32 @@ class Arrivals(EventEnds):
 
     def sent(self) -> bool:
         """Collect the transmit stamps queued so far (the newest: the last byte out).
-        Returns whether there was one.  Once the response is awaited and nothing of the
-        request waits in the send queue, the newest is the request's last byte's
-        (``last_out``) and stamping stops."""
+        Returns whether there was one.  Once the response is awaited and the newest is the
+        request's last byte's (``last_out``), stamping stops."""
         if not self.stamping:
             return False
-        t = last_transmitted(self.fd, self.family)  # (inline: a drain after every write)
-        if t is not None:
-            self.t_sent = t
-        if self.awaiting and unsent_bytes(self.fd) == 0:
+        took = self._take_stamps()
+        if took and self.awaiting and self._key is not None and self._key == self._last_key:
+            self.last_out = True
             self.stop_stamping(taken=True)
-            self.last_out = self.t_sent is not None
-        return t is not None
+        return took
 
     def done_sending(self, waits: bool = False,
                      watch: Callable[[Arrivals], None] | None = None) -> None:
-        """The response is awaited: the request is written.  While some of it is still in
-        the send queue (a slow uplink drains it after the writer returned), stamping goes on
-        where something takes the stamps off the error queue as they land: the reader's own
-        wait (``waits``) or the watcher (``watch`` starts it on an event loop's connection
-        nobody watches yet); left there, a stamp makes the socket poll as in error.
-        Otherwise it stops."""
+        """The response is awaited: the request is written.  Until its last byte's stamp
+        comes (a slow uplink, or a queue below TCP, sends it after the writer returned),
+        stamping goes on where something takes the stamps off the error queue as they land:
+        the reader's own wait (``waits``) or the watcher (``watch`` starts it on an event
+        loop's connection nobody watches yet); left there, a stamp makes the socket poll
+        as in error.  Otherwise, and at the reader's next read (the response has begun),
+        it stops."""
         if not self.stamping:
             return
+        if self.awaiting:
+            self.stop_stamping()
+            return
         self.awaiting = True
+        self._last_key = self._last_byte_key()
         self.sent()
         if self.stamping and not (waits or self.watched):
             if watch is not None:
@@ -235,14 +250,29 @@ class Arrivals(EventEnds):
             transmit_stamps(self.sock, False)
             self._take_stamps()  # one that landed while stamping was turned off
             self.stamping = False
+            if self.awaiting and self._key is not None and self._key == self._last_key:
+                self.last_out = True
 
     def _take_stamps(self) -> bool:
         """The stamps queued now, taken off the error queue (the newest kept)."""
-        t = last_transmitted(self.fd, self.family)
-        if t is None:
+        got = last_transmitted(self.fd, self.family)
+        if got is None:
             return False
-        self.t_sent = t
+        self.t_sent, self._key = got
         return True
+
+    def _last_byte_key(self) -> int | None:
+        """The key the request's last byte's stamp will carry (the offset of the last byte
+        written), from the kernel's counts; None where they cannot be read.  The send
+        queue is read first: an acknowledgement between the two reads makes the offset
+        come out too high, never matched, never too low."""
+        if self._acked_at_start is None:
+            return None
+        unacknowledged = unacknowledged_bytes(self.fd)
+        acked = tcp_bytes_acked(self.sock)
+        if unacknowledged is None or acked is None:
+            return None
+        return (acked - self._acked_at_start + unacknowledged - 1) & 0xFFFFFFFF
 
     # -- observations -------------------------------------------------------------------
     def observe(self) -> int:

@@ -212,29 +212,54 @@ def transmit_stamps(sock: Any, on: bool) -> bool:
     return True
 
 
-# SIOCOUTQNSD (linux/sockios.h): the bytes of a TCP socket's send queue not sent yet.
-_SIOCOUTQNSD = 0x894B
+# SIOCOUTQ (linux/sockios.h, TIOCOUTQ): the bytes of a TCP socket's send queue, sent or not,
+# that the peer has not acknowledged.
+_SIOCOUTQ = 0x5411
 
 
-def unsent_bytes(fd: int) -> int | None:
-    """Bytes written to ``fd`` that the kernel has not transmitted yet, or None."""
+def unacknowledged_bytes(fd: int) -> int | None:
+    """Bytes written to ``fd`` that the peer has not acknowledged yet, or None."""
     if _SO_TIMESTAMPING is None or fcntl is None:
         return None
     try:
-        return int.from_bytes(fcntl.ioctl(fd, _SIOCOUTQNSD, b"\0\0\0\0"), "little")
+        return int.from_bytes(fcntl.ioctl(fd, _SIOCOUTQ, b"\0\0\0\0"), "little")
     except OSError:
         return None
 
 
-def last_transmitted(fd: int, family: int) -> float | None:
-    """The newest transmit stamp waiting in ``fd``'s error queue (``perf_counter`` seconds),
-    the queue emptied; None when there is none.  A stamp left there would make the socket
-    poll as in error: every reader of a stamped socket drains it."""
+def tcp_bytes_acked(sock: Any) -> int | None:
+    """Bytes of ``sock``'s the peer has acknowledged since it connected
+    (``tcpi_bytes_acked``), or None."""
+    if _TCP_INFO is None or sock is None:
+        return None
+    try:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _BYTES_END)
+    except (OSError, AttributeError, TypeError, ValueError):
+        return None
+    if len(raw) < _BYTES_END:
+        return None
+    return int(struct.unpack_from("=Q", raw, _BYTES)[0])
+
+
+# The extended error beside a transmit stamp (IP_RECVERR, IPV6_RECVERR): its ``ee_data``, the
+# stamped send's key (OPT_ID): on TCP, the offset of its last byte from the first byte not
+# acknowledged when stamping was turned on.
+_RECVERR = ((socket.IPPROTO_IP, 11), (getattr(socket, "IPPROTO_IPV6", 41), 25))
+_EE_DATA = struct.Struct("=I")
+_EE_DATA_AT = 12
+
+
+def last_transmitted(fd: int, family: int) -> tuple[float, int | None] | None:
+    """The newest transmit stamp waiting in ``fd``'s error queue (``perf_counter`` seconds)
+    and its send's key (see ``_RECVERR``; None when absent), the queue emptied; None when
+    there is none.  A stamp left there would make the socket poll as in error: every reader
+    of a stamped socket drains it."""
     try:
         view = _view(fd, family)
     except OSError:
         return None
     newest: int | None = None
+    key: int | None = None
     try:
         for _ in range(64):
             try:
@@ -242,12 +267,15 @@ def last_transmitted(fd: int, family: int) -> float | None:
                     0, 512, _DRAIN)
             except OSError:
                 break
+            stamp, stamp_key = 0, None
             for level, kind, raw in ancillary:
                 if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPING and len(raw) >= 16:
                     seconds, nanoseconds = _TIMESPEC.unpack_from(raw)
                     stamp = seconds * 1_000_000_000 + nanoseconds
-                    if stamp and (newest is None or stamp > newest):
-                        newest = stamp
+                elif (level, kind) in _RECVERR and len(raw) >= _EE_DATA_AT + 4:
+                    stamp_key = _EE_DATA.unpack_from(raw, _EE_DATA_AT)[0]
+            if stamp and (newest is None or stamp >= newest):
+                newest, key = stamp, stamp_key
     finally:
         view.detach()
-    return CLOCK.perf(newest) if newest is not None else None
+    return (CLOCK.perf(newest), key) if newest is not None else None
