@@ -213,7 +213,7 @@ class Arrivals(EventEnds):
         if not self.stamping:
             return False
         took = self._take_stamps()
-        if took and self.awaiting and self._key is not None and self._key == self._last_key:
+        if self.awaiting and self._key is not None and self._key == self._last_key:
             self.last_out = True
             self.stop_stamping(taken=True)
         return took
@@ -248,7 +248,8 @@ class Arrivals(EventEnds):
             if not taken:
                 self._take_stamps()
             transmit_stamps(self.sock, False)
-            self._take_stamps()  # one that landed while stamping was turned off
+            if not self.last_out:  # (with the last byte's in hand, no stamp is to come)
+                self._take_stamps()  # one that landed while stamping was turned off
             self.stamping = False
             if self.awaiting and self._key is not None and self._key == self._last_key:
                 self.last_out = True

@@ -93,7 +93,10 @@ def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap:
     original_read, original_write = cls.read, cls.write
 
     def write(buffer: bytes, timeout: float | None = None) -> None:
-        if len(buffer) > STAMPED_TAIL:
+        size = len(buffer)
+        if not size:  # (h11's end of a sized body: nothing goes out, nothing to stamp)
+            return original_write(stream, buffer, timeout)
+        if size > STAMPED_TAIL:
             head, buffer = _unstamped_head(arrivals, buffer)
             if head is not None:
                 original_write(stream, head, timeout)
@@ -178,7 +181,10 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
             return above + (read_bio.pending if read_bio is not None else 0)
 
     async def write(buffer: bytes, timeout: float | None = None) -> None:
-        if len(buffer) > STAMPED_TAIL:
+        size = len(buffer)
+        if not size:  # (h11's end of a sized body: nothing goes out, nothing to stamp)
+            return await original_write(stream, buffer, timeout)
+        if size > STAMPED_TAIL:
             head, buffer = _unstamped_head(arrivals, buffer)
             if head is not None:
                 await original_write(stream, head, timeout)
