@@ -8,6 +8,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 try:
@@ -17,11 +18,12 @@ except ImportError:  # not on Windows
 
 _TCP_INFO = getattr(socket, "TCP_INFO", None) if sys.platform.startswith("linux") else None
 # struct tcp_info offsets (linux/tcp.h): tcpi_last_data_recv (u32, ms), tcpi_rtt (u32, µs),
-# tcpi_bytes_acked and tcpi_bytes_received (u64 each).
+# tcpi_bytes_acked and tcpi_bytes_received (u64 each), tcpi_data_segs_out (u32, Linux 4.6+).
 _LAST_DATA_RECV = 52
 _RTT = 68
 _BYTES = 120
 _BYTES_END = 136
+_DATA_SEGS_OUT = 156
 
 
 def tcp_info_rtt(sock: Any) -> float | None:
@@ -161,33 +163,36 @@ def peek_queued(fd: int, family: int) -> tuple[int, float | None] | None:
     return size, None
 
 
-def tcp_bytes_received(sock: Any) -> int | None:
-    """Bytes ``sock`` has received since it connected (``tcpi_bytes_received``), or None."""
-    if _TCP_INFO is None or sock is None:
-        return None
-    try:
-        raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _BYTES_END)
-    except (OSError, AttributeError, TypeError, ValueError):
-        return None
-    if len(raw) < _BYTES_END:
-        return None
-    return int(struct.unpack_from("=Q", raw, _BYTES + 8)[0])
+def _tcp_info_field(offset: int, layout: str, doc: str) -> Callable[[Any], int | None]:
+    """A reader of one ``struct tcp_info`` field of a socket (None where it cannot be read);
+    one Python call a read, the hot path's."""
+    field = struct.Struct(layout)
+    end = offset + field.size
+
+    def read(sock: Any) -> int | None:
+        if _TCP_INFO is None or sock is None:
+            return None
+        try:
+            raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, end)
+        except (OSError, AttributeError, TypeError, ValueError):
+            return None
+        if len(raw) < end:
+            return None
+        return int(field.unpack_from(raw, offset)[0])
+
+    read.__doc__ = doc
+    return read
 
 
-_DATA_SEGS_OUT = 156  # tcpi_data_segs_out (u32, Linux 4.6+)
-
-
-def data_segs_out(sock: Any) -> int | None:
-    """Data segments ``sock`` has sent since it connected (``tcpi_data_segs_out``), or None."""
-    if _TCP_INFO is None or sock is None:
-        return None
-    try:
-        raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _DATA_SEGS_OUT + 4)
-    except (OSError, AttributeError, TypeError, ValueError):
-        return None
-    if len(raw) < _DATA_SEGS_OUT + 4:
-        return None
-    return int(struct.unpack_from("=I", raw, _DATA_SEGS_OUT)[0])
+tcp_bytes_acked = _tcp_info_field(
+    _BYTES, "=Q", "Bytes of ``sock``'s the peer has acknowledged since it connected "
+    "(``tcpi_bytes_acked``), or None.")
+tcp_bytes_received = _tcp_info_field(
+    _BYTES + 8, "=Q", "Bytes ``sock`` has received since it connected "
+    "(``tcpi_bytes_received``), or None.")
+data_segs_out = _tcp_info_field(
+    _DATA_SEGS_OUT, "=I", "Data segments ``sock`` has sent since it connected "
+    "(``tcpi_data_segs_out``, Linux 4.6+), or None.")
 
 
 # -- when the request's last byte left: the kernel's transmit stamps ----------------------------
@@ -225,20 +230,6 @@ def unacknowledged_bytes(fd: int) -> int | None:
         return int.from_bytes(fcntl.ioctl(fd, _SIOCOUTQ, b"\0\0\0\0"), "little")
     except OSError:
         return None
-
-
-def tcp_bytes_acked(sock: Any) -> int | None:
-    """Bytes of ``sock``'s the peer has acknowledged since it connected
-    (``tcpi_bytes_acked``), or None."""
-    if _TCP_INFO is None or sock is None:
-        return None
-    try:
-        raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _BYTES_END)
-    except (OSError, AttributeError, TypeError, ValueError):
-        return None
-    if len(raw) < _BYTES_END:
-        return None
-    return int(struct.unpack_from("=Q", raw, _BYTES)[0])
 
 
 # The extended error beside a transmit stamp (IP_RECVERR, IPV6_RECVERR): its ``ee_data``, the
