@@ -61,11 +61,9 @@ def _spans(count: int, name: str = "s", size: int = 0) -> list[ReadableSpan]:
 
 
 def _lines(path: Path) -> list[dict]:
-    """Every line of the file, parsed: fails on any line that is not whole JSON.
-
-    Blank lines are allowed: an exporter that opens a file whose end it sees mid-line
-    (another process's write in flight) starts its own line with a newline."""
-    return [json.loads(line) for line in path.read_bytes().splitlines() if line]
+    """Every line of the file, parsed: fails on any line that is not whole JSON (a blank
+    one included)."""
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
 
 
 def _names(path: Path) -> list[str]:
@@ -319,6 +317,40 @@ class TestFullDisk:
                                 "after-0", "after-1", "after-2"]
         warnings = [r for r in caplog.records if r.name == "agent_latency"]
         assert len(warnings) == 1 and "cannot write spans" in warnings[0].getMessage()
+
+    def test_a_line_being_written_is_not_taken_for_a_torn_one(self, tmp_path):
+        """Processes appending long lines while others open the file: the end of a line
+        still being written (the file's size grows page by page) once made a new writer
+        start with a newline, a blank line in the file."""
+        path = tmp_path / "traces.jsonl"
+        big = encode_line(_spans(1, "big", size=4_000_000))
+        small = _spans(1, "small")
+        stop = time.monotonic() + 3.0
+
+        def writer() -> None:
+            while time.monotonic() < stop:
+                exporter = JsonLinesSpanExporter(path, max_bytes=10**12)
+                exporter._write(big)
+                exporter.shutdown()
+                time.sleep(0.005)
+
+        def opener() -> None:
+            while time.monotonic() < stop:
+                exporter = JsonLinesSpanExporter(path, max_bytes=10**12)
+                exporter.export(small)
+                exporter.shutdown()
+                time.sleep(0.001)
+
+        context = multiprocessing.get_context("fork")
+        processes = [context.Process(target=target) for target in (writer, writer, opener)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(30)
+        lines = path.read_bytes().splitlines()
+        assert len(lines) > 10
+        assert b"" not in lines, f"{lines.count(b'')} blank lines of {len(lines)}"
+        assert len(_lines(path)) == len(lines)
 
     def test_torn_line_left_by_another_writer_is_not_glued_to(self, tmp_path):
         path = tmp_path / "traces.jsonl"

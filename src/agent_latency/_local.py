@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,6 +33,11 @@ from ._otlp_json import encode_line, encode_request
 from ._process import process_task
 from .budget import COMPONENTS, SPLIT_COUNTS, Budget
 from .codec import adopt_other_parts
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: no lock, the file's end read as it is
+    fcntl = None  # type: ignore[assignment]
 
 ENV_MAX_FILE_MB = "AGENT_LATENCY_MAX_FILE_MB"
 """Size in MB (10^6 bytes) at which ``traces.jsonl`` is rotated (default 100)."""
@@ -95,9 +101,6 @@ class JsonLinesSpanExporter(SpanExporter):
         self._max_bytes = max_bytes if max_bytes is not None else int(
             env_number(ENV_MAX_FILE_MB, DEFAULT_MAX_FILE_MB) * 1_000_000)
         self._rotated_files = max(0, rotated_files)
-        # A failed write whose partial line could not be cut off: the next line must start
-        # on a line of its own.
-        self._torn = False
         _live_exporters.add(self)
 
     @property
@@ -117,10 +120,20 @@ class JsonLinesSpanExporter(SpanExporter):
             return self._write(data)
 
     def _write(self, data: bytes) -> SpanExportResult:
-        fd, written, start = None, 0, 0
+        fd, locked, written, start = None, False, 0, 0
         try:
-            fd, start = self._open_current()
-            if self._torn:
+            fd = self._open_current()
+            locked = _lock(fd)
+            if locked and not self._is_current(fd):  # rotated or replaced meanwhile
+                _unlock(fd)
+                fd = self._open_current()
+                locked = _lock(fd)
+            # The file's end, read under the lock every writer of ours takes: a line left
+            # torn (a writer killed mid-write) gets no line glued to it.  Without the lock
+            # it is not read: the end of another process's line still being written looks
+            # torn (the file grows page by page), and a newline then made a blank line.
+            start = os.fstat(fd).st_size
+            if locked and start and _last_byte(fd, start) != b"\n":
                 data = b"\n" + data
             # One write on an O_APPEND descriptor: lines from several processes sharing
             # the file never interleave.
@@ -129,7 +142,6 @@ class JsonLinesSpanExporter(SpanExporter):
                 if count <= 0:
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                 written += count
-            self._torn = False
             if start + written >= self._max_bytes:
                 self._rotate(fd)
             return SpanExportResult.SUCCESS
@@ -139,49 +151,47 @@ class JsonLinesSpanExporter(SpanExporter):
             warn_once(f"jsonl-{self._path}", "agent-latency: cannot write spans to %s: %s",
                       self._path, exc)
             return SpanExportResult.FAILURE
+        finally:
+            if locked and fd is not None and self._fd == fd:  # (a rotation closed it)
+                _unlock(fd)
 
-    def _open_current(self) -> tuple[int, int]:
-        """The descriptor of the file now at ``path`` and its size, opening it again when
-        it was deleted, replaced or rotated (by us or another process)."""
+    def _open_current(self) -> int:
+        """The descriptor of the file now at ``path``, opened again when it was deleted,
+        replaced or rotated (by us or another process)."""
         fd = self._fd
         if fd is not None:
-            here = os.fstat(fd)
-            try:
-                there = os.stat(self._path)
-            except FileNotFoundError:
-                there = None
-            if there is not None and (there.st_ino, there.st_dev) == (here.st_ino,
-                                                                     here.st_dev):
-                return fd, here.st_size
+            if self._is_current(fd):
+                return fd
             self._fd = None
             _close(fd)
         self._path.parent.mkdir(parents=True, exist_ok=True)
         fd = _above_stdio(os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
                                   0o644))
         self._fd = fd
-        size = os.fstat(fd).st_size
-        # A file that does not end in a newline (another writer's torn line): start clean.
-        if size and _last_byte(fd, size) != b"\n":
-            self._torn = True
-        return fd, size
+        return fd
+
+    def _is_current(self, fd: int) -> bool:
+        """Whether ``fd`` is the file now at ``path`` (same inode)."""
+        here = os.fstat(fd)
+        try:
+            there = os.stat(self._path)
+        except FileNotFoundError:
+            return False
+        return (there.st_ino, there.st_dev) == (here.st_ino, here.st_dev)
 
     def _cut_partial_line(self, fd: int, start: int, written: int) -> None:
-        """Cut what a failed write left, or mark the file torn when that cannot be done
-        safely (another process appended after it)."""
+        """Cut what a failed write left, when nothing was appended after it (else the next
+        write sees the torn end and starts a line of its own)."""
         try:
             if os.fstat(fd).st_size == start + written:
                 os.ftruncate(fd, start)
-                return
         except OSError:
             pass
-        self._torn = True
 
     def _rotate(self, fd: int) -> None:
         """``path`` → ``path.1`` → … → ``path.N``; the next export opens a new file."""
         try:
-            there = os.stat(self._path)
-            here = os.fstat(fd)
-            if (there.st_ino, there.st_dev) != (here.st_ino, here.st_dev):
+            if not self._is_current(fd):
                 return  # another process rotated it already
             if self._rotated_files:
                 for number in range(self._rotated_files - 1, 0, -1):
@@ -234,6 +244,37 @@ def _above_stdio(fd: int) -> int:
         return fd
     _close(fd)
     return moved
+
+
+# How long a write waits for another writer's lock on the file before it writes without it:
+# a writer stopped mid-write (SIGSTOP, a debugger) must not stop the program's exports.
+_LOCK_WAIT_S = 2.0
+
+
+def _lock(fd: int) -> bool:
+    """An exclusive advisory lock on ``fd``'s file (``flock``: one per open file, so a
+    forked child's own descriptor waits for its parent's), waited for up to
+    ``_LOCK_WAIT_S``; False when not taken."""
+    if fcntl is None:
+        return False
+    deadline = time.monotonic() + _LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.002)  # (short: a writer holds it for one write)
+        except OSError:
+            return False
+
+
+def _unlock(fd: int) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except OSError:
+        pass
 
 
 def _close(fd: int) -> None:
