@@ -97,8 +97,11 @@ class TestKernelDelay:
                         break
         setup = next(s for s in otel.spans() if s.name == semconv.SPAN_CONNECTION_SETUP)
         assert _close(setup.attributes[semconv.LLM_CONNECT], RTT)
-        # The upgrade is one more round trip (the HTTP request and its 101 answer).
-        assert _close(setup.attributes[semconv.NET_UPGRADE], RTT)
+        # The upgrade is one more round trip (the HTTP request and its 101 answer), plus the
+        # simulator's handshake (1.5-4 ms without the delay) and, now and then, ~RTT/2 more
+        # under it (28.8 and 29.9 ms seen, in an idle run and here, of ~20 upgrades; the
+        # others 23-24 ms).
+        assert 0.8 * RTT <= setup.attributes[semconv.NET_UPGRADE] <= 1.6 * RTT + busy_slack()
         for span in _calls(otel):
             # One round trip, plus what the wire really adds here: the server's small frames
             # wait for ACKs under the delay (Nagle), so a stream's last bytes may come up to
