@@ -145,14 +145,14 @@ def aiohttp_call(base: str, cafile: str) -> None:
     from agent_latency.instrumentation.llm import Settings
     from agent_latency.instrumentation.llm._invoke import call_wrapper
     from agent_latency.instrumentation.llm.openai import CHAT
-    from agent_latency.instrumentation.llm.requests import _fields
+    from agent_latency.instrumentation.protocols import view
 
     wrapper = call_wrapper(CHAT, Settings())
     context = ssl.create_default_context(cafile=cafile)
 
     async def post(session: Any, **body: Any) -> Any:
         async with session.post(base + "/chat/completions", json=body, ssl=context) as r:
-            return _fields(await r.json())
+            return view(await r.json())
 
     async def run() -> None:
         async with aiohttp.ClientSession() as session:
