@@ -324,25 +324,20 @@ class TestFullDisk:
         start with a newline, a blank line in the file."""
         path = tmp_path / "traces.jsonl"
         big = encode_line(_spans(1, "big", size=4_000_000))
-        small = _spans(1, "small")
+        small = encode_line(_spans(1, "small"))
         stop = time.monotonic() + 3.0
 
-        def writer() -> None:
+        def append(line: bytes, pause: float) -> None:
+            """Open the file afresh, append ``line``, close; again until ``stop``."""
             while time.monotonic() < stop:
                 exporter = JsonLinesSpanExporter(path, max_bytes=10**12)
-                exporter._write(big)
+                exporter._write(line)
                 exporter.shutdown()
-                time.sleep(0.005)
-
-        def opener() -> None:
-            while time.monotonic() < stop:
-                exporter = JsonLinesSpanExporter(path, max_bytes=10**12)
-                exporter.export(small)
-                exporter.shutdown()
-                time.sleep(0.001)
+                time.sleep(pause)
 
         context = multiprocessing.get_context("fork")
-        processes = [context.Process(target=target) for target in (writer, writer, opener)]
+        processes = [context.Process(target=append, args=args)
+                     for args in ((big, 0.005), (big, 0.005), (small, 0.001))]
         for process in processes:
             process.start()
         for process in processes:

@@ -64,6 +64,8 @@ from ._kernel import (
 
 KERNEL = 0
 READ = 1
+# No transmit stamp's key (an unsigned 32-bit offset) is ever this.
+_NO_KEY = -1
 
 #: Where an arrival time came from.
 MEASURED = semconv.ARRIVAL_MEASURED
@@ -175,7 +177,9 @@ class Arrivals(EventEnds):
         # acknowledged when stamping started, ``_acked_at_start`` bytes into the connection).
         self._key: int | None = None
         self._acked_at_start: int | None = None
-        self._last_key: int | None = None  # the request's last byte's, once it is written
+        # The request's last byte's, once the response is awaited (``_NO_KEY`` till then, and
+        # where the kernel's counts cannot be read: no stamp's key equals it).
+        self._last_key = _NO_KEY
         # The response is awaited (the request written); ``last_out``: the newest stamp is
         # the request's last byte's.
         self.awaiting = False
@@ -190,7 +194,7 @@ class Arrivals(EventEnds):
             # trusted where it is earlier than the writer's own mark).
             self._acked_at_start = tcp_bytes_acked(self.sock)
             self.stamping = transmit_stamps(self.sock, True)
-            self._key = self._last_key = None
+            self._key, self._last_key = None, _NO_KEY
             self.awaiting = self.last_out = False
 
     def split_write(self, data: Any) -> tuple[Any, Any]:
@@ -213,7 +217,7 @@ class Arrivals(EventEnds):
         if not self.stamping:
             return False
         took = self._take_stamps()
-        if self.awaiting and self._key is not None and self._key == self._last_key:
+        if self._key == self._last_key:
             self.last_out = True
             self.stop_stamping(taken=True)
         return took
@@ -251,7 +255,7 @@ class Arrivals(EventEnds):
             if not self.last_out:  # (with the last byte's in hand, no stamp is to come)
                 self._take_stamps()  # one that landed while stamping was turned off
             self.stamping = False
-            if self.awaiting and self._key is not None and self._key == self._last_key:
+            if self._key == self._last_key:
                 self.last_out = True
 
     def _take_stamps(self) -> bool:
@@ -262,17 +266,17 @@ class Arrivals(EventEnds):
         self.t_sent, self._key = got
         return True
 
-    def _last_byte_key(self) -> int | None:
+    def _last_byte_key(self) -> int:
         """The key the request's last byte's stamp will carry (the offset of the last byte
-        written), from the kernel's counts; None where they cannot be read.  The send
+        written), from the kernel's counts; ``_NO_KEY`` where they cannot be read.  The send
         queue is read first: an acknowledgement between the two reads makes the offset
         come out too high, never matched, never too low."""
         if self._acked_at_start is None:
-            return None
+            return _NO_KEY
         unacknowledged = unacknowledged_bytes(self.fd)
         acked = tcp_bytes_acked(self.sock)
         if unacknowledged is None or acked is None:
-            return None
+            return _NO_KEY
         return (acked - self._acked_at_start + unacknowledged - 1) & 0xFFFFFFFF
 
     # -- observations -------------------------------------------------------------------
