@@ -30,10 +30,10 @@ def aclient(sim):
     return openai.AsyncOpenAI(base_url=sim.base_url + "/v1", api_key="sk-test")
 
 
-def _stream(client, **kw):
+def _stream(client, max_tokens=8, **kw):
     return client.chat.completions.create(model="sim-a", messages=MESSAGES, stream=True,
                                           stream_options={"include_usage": True},
-                                          max_tokens=8, **kw)
+                                          max_tokens=max_tokens, **kw)
 
 
 def _assert_streamed(span, sim=None):
@@ -235,9 +235,7 @@ class TestNonStreaming:
         # 40 tokens: 39 ms of output at the simulator's 1,000 tokens/s.  A stream whose
         # output reaches the client in one burst (its server stalled that long on a loaded
         # machine, then wrote them all) teaches no output speed, only the prefill's.
-        list(client.chat.completions.create(model="sim-a", messages=MESSAGES, stream=True,
-                                            stream_options={"include_usage": True},
-                                            max_tokens=40))
+        list(_stream(client, max_tokens=40))
         streamed = one_llm_span(otel)
         otel.exporter.clear()
         client.chat.completions.create(model="sim-a", messages=MESSAGES, max_tokens=8)
