@@ -4,6 +4,8 @@ simulator: setup span, one call per ``response.create``, phases, per-task counts
 from __future__ import annotations
 
 import asyncio
+import sys
+import time
 
 import openai
 import openai.resources.responses.responses as responses_module
@@ -108,6 +110,27 @@ class TestSyncConnection:
         assert task[semconv.BUDGET_CONNECTION_REUSE_RATIO] == pytest.approx(0.5)
         # One connection: nothing a persistent connection would save.
         assert task[semconv.BUDGET_CONNECTION_SETUP_SAVING] == 0.0
+
+    @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="TCP_INFO is Linux's")
+    def test_client_work_before_the_request_is_not_upgrade(self, otel, client, monkeypatch):
+        """The upgrade is the request's round trip as the kernel saw it: the client's work
+        between the connect and the request (here 40 ms building it) is client time."""
+        from websockets.client import ClientProtocol
+
+        building = ClientProtocol.connect
+
+        def slow_connect(self):
+            time.sleep(0.04)
+            return building(self)
+
+        monkeypatch.setattr(ClientProtocol, "connect", slow_connect)
+        with client.responses.connect() as conn:
+            conn.response.create(model="sim-r", input="hi", max_output_tokens=8)
+            _read_one(conn)
+        a = _setup_span(otel).attributes
+        # A local round trip is ~1 ms; the kernel counts it in ticks (up to 10 ms).
+        assert a[semconv.NET_UPGRADE] < 0.02 + busy_slack()
+        assert a[semconv.NET_CLIENT] >= 0.04 - 0.01
 
     def test_completed_parse_is_client_tail(self, otel, client):
         with client.responses.connect() as conn:

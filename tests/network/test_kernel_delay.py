@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.skipif(kernel_delay_unavailable() is not None,
                                  reason=f"kernel delay unavailable: {kernel_delay_unavailable()}"),
               pytest.mark.quiet]
 RTT = 0.02
+TICK = 0.004  # the kernel's clock tick in TCP_INFO's times (HZ 250; 1-10 ms elsewhere)
 BODY = {"model": "sim", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8}
 
 
@@ -97,11 +98,13 @@ class TestKernelDelay:
                         break
         setup = next(s for s in otel.spans() if s.name == semconv.SPAN_CONNECTION_SETUP)
         assert _close(setup.attributes[semconv.LLM_CONNECT], RTT)
-        # The upgrade is one more round trip (the HTTP request and its 101 answer), plus the
-        # simulator's handshake (1.5-4 ms without the delay) and, now and then, ~RTT/2 more
-        # under it (28.8 and 29.9 ms seen, in an idle run and here, of ~20 upgrades; the
-        # others 23-24 ms).
-        assert 0.8 * RTT <= setup.attributes[semconv.NET_UPGRADE] <= 1.6 * RTT + busy_slack()
+        # The upgrade is one more round trip (the HTTP request and its 101 answer) plus the
+        # simulator's handshake: 22.5-27.7 ms over a raw socket here (20 upgrades), read
+        # from the kernel's last data sent and received, both counted in its ticks (4 ms at
+        # HZ 250: 24 or 28 ms of 25).  The client's own work around it (5-15 ms on a first
+        # call, which read past 1.6 RTT in 15 of 25 runs when it was counted) is not in it.
+        assert 0.8 * RTT <= setup.attributes[semconv.NET_UPGRADE] <= (1.6 * RTT + TICK
+                                                                       + busy_slack())
         for span in _calls(otel):
             # One round trip, plus what the wire really adds here: the server's small frames
             # wait for ACKs under the delay (Nagle), so a stream's last bytes may come up to

@@ -17,9 +17,12 @@ except ImportError:  # not on Windows
     fcntl = None  # type: ignore[assignment]
 
 _TCP_INFO = getattr(socket, "TCP_INFO", None) if sys.platform.startswith("linux") else None
-# struct tcp_info offsets (linux/tcp.h): tcpi_last_data_recv (u32, ms), tcpi_rtt (u32, µs),
+# struct tcp_info offsets (linux/tcp.h): tcpi_last_data_sent and tcpi_last_data_recv (u32
+# each, ms, counted in the kernel's jiffies: 1-10 ms apart), tcpi_rtt (u32, µs),
 # tcpi_bytes_acked and tcpi_bytes_received (u64 each), tcpi_data_segs_out (u32, Linux 4.6+).
+_LAST_DATA_SENT = 44
 _LAST_DATA_RECV = 52
+_LAST_DATA = struct.Struct("=I4xI")
 _RTT = 68
 _BYTES = 120
 _BYTES_END = 136
@@ -55,6 +58,23 @@ def tcp_info_close(sock: Any) -> tuple[float | None, int | None, int | None]:
         return since, None, None
     acked, received = struct.unpack_from("=QQ", raw, _BYTES)
     return since, int(acked), int(received)
+
+
+def tcp_info_last_data(sock: Any) -> tuple[float, float] | None:
+    """``(seconds since the last data sent, seconds since the last data received)`` of
+    ``sock``, from one ``TCP_INFO`` read, or None when unknown.  Both are counted in the
+    kernel's ticks (a jiffy: 4 ms where HZ is 250), so each is that coarse."""
+    if _TCP_INFO is None or sock is None:
+        return None
+    end = _LAST_DATA_SENT + _LAST_DATA.size
+    try:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, end)
+    except (OSError, AttributeError, TypeError, ValueError):
+        return None
+    if len(raw) < end:
+        return None
+    sent, received = _LAST_DATA.unpack_from(raw, _LAST_DATA_SENT)
+    return sent / 1e3, received / 1e3
 
 
 def socket_of(stream: Any) -> Any:
