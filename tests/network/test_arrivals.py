@@ -320,8 +320,9 @@ class TestKernelStamps:
         client, server = pair
         arrivals = Arrivals(client)
 
-        def unstamped(fd: int, family: int) -> tuple[int, float | None] | None:
-            got = _kernel.peek_queued(fd, family)
+        def unstamped(fd: int, family: int,
+                      looks: object = None) -> tuple[int, float | None] | None:
+            got = _kernel.peek_queued(fd, family, looks)
             return None if got is None else (got[0], None)
 
         monkeypatch.setattr(_arrivals, "peek_queued", unstamped)

@@ -37,10 +37,10 @@ class Attempt:
     """
 
     __slots__ = ("bytes_received", "bytes_sent", "connect", "cpu_sent", "dns", "dns_base",
-                 "error", "following", "host", "net", "on_closed", "port", "request_id", "response",
-                 "reused", "rtt", "rtt_source", "secure", "sock", "status", "stream", "t_body_done",
-                 "t_closed", "t_connect", "t_headers", "t_received", "t_return", "t_send",
-                 "t_sent", "t_start", "t_tls", "tls", "tls_base")
+                 "error", "following", "hook", "host", "net", "on_closed", "port", "request_id",
+                 "response", "reused", "rtt", "rtt_source", "secure", "sock", "status", "stream",
+                 "t_body_done", "t_closed", "t_connect", "t_headers", "t_received", "t_return",
+                 "t_send", "t_sent", "t_start", "t_tls", "tls", "tls_base")
 
     def __init__(self, host: str, port: int, on_closed: Any = None) -> None:
         self.t_start = perf_counter()
@@ -71,6 +71,9 @@ class Attempt:
         self.sock: Any = None
         self.stream: Any = None  # the client library's network stream (httpcore's), if known
         self.following: Any = None  # arrival times being taken on it (``_follow``)
+        # The client library's trace callback that is ours alone (httpcore's): lifted while
+        # the marks it would give come from the taps (``_httpcore``).
+        self.hook: Any = None
         self.rtt = 0.0
         self.rtt_source = RTT_NONE
         self.status = 0
