@@ -13,6 +13,7 @@ from time import perf_counter, thread_time
 from typing import Any
 
 from ... import semconv
+from ..._headers import header
 from ._kernel import socket_of, tcp_info_close, tcp_info_rtt
 
 RTT_TCP_INFO = semconv.RTT_SOURCE_TCP_INFO
@@ -181,7 +182,7 @@ class Attempt:
         self.response = response
         self.status = int(getattr(response, "status_code", 0) or 0)
         headers = response.headers
-        self.request_id = headers.get("x-request-id") or headers.get("request-id")
+        self.request_id = header(headers, "x-request-id") or header(headers, "request-id")
         if self.t_headers is None:
             self.t_headers = self.t_return
         if self.stream is None:
