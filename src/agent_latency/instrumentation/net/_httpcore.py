@@ -232,8 +232,8 @@ def _on_connection(owner: Any, connection: Any, args: Any, kwargs: Any) -> Any:
         ext = (args[0] if args else kwargs["request"]).extensions
         if ext.get("trace") is not hook:
             return None
-        del ext["trace"]
         connection.__dict__[_LIFTED] = attempt
+        del ext["trace"]
         return ext
     except Exception:  # noqa: BLE001
         internal_error("network.connection")
