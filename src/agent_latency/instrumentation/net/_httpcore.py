@@ -329,22 +329,14 @@ async def async_closed_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: A
 # connections' exchanges and closes (HTTP/2 multiplexes several responses on one socket: its
 # bytes are not dated).
 _TARGETS = (
-    ("httpx", "Client", "send", send_wrapper),
-    ("httpx", "AsyncClient", "send", async_send_wrapper),
-    ("httpx2", "Client", "send", send_wrapper),
-    ("httpx2", "AsyncClient", "send", async_send_wrapper),
-    ("httpcore._sync.http11", "HTTP11Connection", "handle_request", connection_wrapper),
-    ("httpcore._async.http11", "AsyncHTTP11Connection", "handle_async_request",
-     async_connection_wrapper),
-    ("httpcore2._sync.http11", "HTTP11Connection", "handle_request", connection_wrapper),
-    ("httpcore2._async.http11", "AsyncHTTP11Connection", "handle_async_request",
-     async_connection_wrapper),
-    ("httpcore._sync.http11", "HTTP11Connection", "_response_closed", closed_wrapper),
-    ("httpcore._async.http11", "AsyncHTTP11Connection", "_response_closed",
-     async_closed_wrapper),
-    ("httpcore2._sync.http11", "HTTP11Connection", "_response_closed", closed_wrapper),
-    ("httpcore2._async.http11", "AsyncHTTP11Connection", "_response_closed",
-     async_closed_wrapper),
+    *((library, cls, "send", wrapper) for library in ("httpx", "httpx2")
+      for cls, wrapper in (("Client", send_wrapper), ("AsyncClient", async_send_wrapper))),
+    *((f"{core}.{side}.http11", cls, method, wrapper) for core in ("httpcore", "httpcore2")
+      for side, cls, method, wrapper in (
+          ("_sync", "HTTP11Connection", "handle_request", connection_wrapper),
+          ("_async", "AsyncHTTP11Connection", "handle_async_request", async_connection_wrapper),
+          ("_sync", "HTTP11Connection", "_response_closed", closed_wrapper),
+          ("_async", "AsyncHTTP11Connection", "_response_closed", async_closed_wrapper))),
 )
 _patched: list[tuple[Any, str]] = []
 
