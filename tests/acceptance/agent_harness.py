@@ -587,8 +587,13 @@ class _Found:
                                + (f", {late * 1e3:.0f} ms late allowed" if late else "")
                                + f"; first and last token {sources[0]}, {sources[1]}; truth "
                                f"prefill_s {rec['prefill_s']:.4f}, queue_s {rec['queue_s']:.4f})")
-        # Only a library's first call in a process may keep the client busy (cold imports).
-        self.check(busy_calls <= 1, f"{busy_calls} streamed calls with a busy client")
+        # Only a library's first call in a process may keep the client busy (cold imports),
+        # on a quiet machine.  On a loaded one a client's own CPU time grows (caches and
+        # cores shared: Agno's and LangGraph's ~2 ms stream loops read past the floor beside
+        # three suites), so more calls may be busy; each is still checked above for what a
+        # busy client can honestly say.
+        if self.run.quiet:
+            self.check(busy_calls <= 1, f"{busy_calls} streamed calls with a busy client")
         if root is not None:
             count = root["attributes"].get(semconv.budget_count("llm_calls"))
             self.check(count == len(truth), f"task counts {count} LLM calls, server saw "
