@@ -12,7 +12,8 @@ call on 3.11) in step with ``bench_llm_instructions.py``'s per-call figure.
     python benchmarks/bench_llm_calls.py [--n 50] [--libraries agent_latency,official] [--top 40]
 
 Library names as in ``bench_llm_instructions.py`` (``agent_latency+bare``: phase spans,
-``traceparent`` and arrival times off).
+``traceparent`` and arrival times off; ``+nophases``, ``+nopropagate``, ``+noarrivals``: one
+of them off each, for the price of each).
 """
 
 from __future__ import annotations
@@ -39,13 +40,11 @@ def _where(filename: str) -> str:
 
 def worker(library: str, url: str, n: int) -> dict[str, float]:
     import openai
-    from bench_llm_overhead import _setup
+    from bench_llm_overhead import VARIANTS, _setup
 
     base, _, via = library.partition("+")
-    os.environ["AGENT_LATENCY_ARRIVALS"] = "off" if via == "bare" else "first"
-    if via == "bare":
-        os.environ["AGENT_LATENCY_PHASE_SPANS"] = "false"
-        os.environ["AGENT_LATENCY_PROPAGATE"] = "false"
+    os.environ["AGENT_LATENCY_ARRIVALS"] = "first"
+    os.environ.update(VARIANTS.get(via, {}))
     instrumentor = _setup(base)
     client = openai.OpenAI(base_url=url + "/v1", api_key="sk-bench", max_retries=0)
     messages = [{"role": "user", "content": "benchmark " * 20}]

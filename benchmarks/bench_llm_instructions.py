@@ -41,7 +41,8 @@ stream gets): the difference is the added cost per read.
 ``agent_latency+bare`` turns off what ours measures beyond the official's call span and
 histograms (phase spans, ``traceparent``, arrival times from the wire): the per-call floor
 of recording a call at all, beside which the default's extra is the price of those
-measurements.
+measurements; ``+nophases``, ``+nopropagate`` and ``+noarrivals`` turn off one each, for the
+price of each (``bench_llm_overhead.VARIANTS``).
 
 A library name ending in ``+litellm`` makes the same calls through ``litellm.completion``
 (litellm's OpenAI path: the openai SDK's low-level ``client.post`` on an httpx client), with
@@ -70,20 +71,15 @@ def worker(library: str, url: str, n: int) -> None:
     import gc
 
     import openai
-    from bench_llm_overhead import _setup
+    from bench_llm_overhead import VARIANTS, _setup
 
     base, _, via = library.partition("+")
     # Arrival times: on every read for ``+arrivals`` (a client behind its stream); else for
     # a stream's first token only, what a client that keeps up gets (``auto`` would take
     # them all the way here: under valgrind the client is ~50x slower than the wire, and
     # rightly seen to be behind it).
-    os.environ["AGENT_LATENCY_ARRIVALS"] = ("always" if via == "arrivals" else
-                                           "off" if via == "bare" else "first")
-    if via == "bare":
-        # What the official instrumentation records, and no more: no phase spans, no
-        # traceparent, no arrival times from the wire (the measurements it does not make).
-        os.environ["AGENT_LATENCY_PHASE_SPANS"] = "false"
-        os.environ["AGENT_LATENCY_PROPAGATE"] = "false"
+    os.environ["AGENT_LATENCY_ARRIVALS"] = "always" if via == "arrivals" else "first"
+    os.environ.update(VARIANTS.get(via, {}))
     instrumentors = [i for i in (_setup(base),) if i is not None]
     messages = [{"role": "user", "content": "benchmark " * 20}]
     if via == "litellm":

@@ -50,6 +50,19 @@ SMALL, BIG = 20, 400  # output tokens (one per chunk) of the two stream lengths
 
 
 # -- worker (child process) -----------------------------------------------------------------
+#: What each ``agent_latency+<variant>`` turns off, as environment settings: ``bare`` is what
+#: the official instrumentation records and no more (no phase spans, no ``traceparent``, no
+#: arrival times from the wire); the ``no…`` variants turn off one of those measurements
+#: each, so the price of each is the default's figure less theirs.
+VARIANTS: dict[str, dict[str, str]] = {
+    "bare": {"AGENT_LATENCY_ARRIVALS": "off", "AGENT_LATENCY_PHASE_SPANS": "false",
+             "AGENT_LATENCY_PROPAGATE": "false"},
+    "nophases": {"AGENT_LATENCY_PHASE_SPANS": "false"},
+    "nopropagate": {"AGENT_LATENCY_PROPAGATE": "false"},
+    "noarrivals": {"AGENT_LATENCY_ARRIVALS": "off"},
+}
+
+
 def _setup(library: str) -> Any:
     """Providers, and the library's instrumentor (instrumented); None for ``none``."""
     from opentelemetry import metrics, trace

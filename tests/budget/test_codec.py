@@ -7,7 +7,13 @@ from hypothesis import strategies as st
 
 from agent_latency import semconv
 from agent_latency.budget import PHASE_ORDER, CallPhases, phases_to_intervals
-from agent_latency.codec import phase_attributes, phase_span_tiles, phases_of, span_intervals
+from agent_latency.codec import (
+    phase_attributes,
+    phase_span_tiles,
+    phase_span_tiles_of,
+    phases_of,
+    span_intervals,
+)
 
 seconds = st.floats(min_value=0.0, max_value=50.0, allow_nan=False)
 phases_strategy = st.builds(CallPhases, **dict.fromkeys(PHASE_ORDER, seconds))
@@ -52,3 +58,26 @@ class TestOneTiling:
                        semconv.SPAN_OUTPUT_GENERATION: ("output_generation",)}[name]
             inside = sum(i.end - i.start for i in mine if i.phase in covered)
             assert tile_end - tile_start == inside  # contiguous: no gap inside a child
+
+
+class TestTilesWithoutIntervals:
+    """The hot path's tiling gives the intervals' tiles, whatever the phases and bounds."""
+
+    @given(phases_strategy, st.integers(min_value=-10**10, max_value=10**11))
+    def test_same_tiles(self, phases: CallPhases, stretch: int) -> None:
+        """Phases longer or shorter than the call (clamped, stretched), zero ones, ones that
+        round to no nanosecond: the same children, the same bounds."""
+        start = 1_000_000_000
+        end = start + round(phases.total * 1e9) + stretch
+        assert phase_span_tiles_of(phases.items(), start, end) == phase_span_tiles(
+            phases_to_intervals(phases.items(), start, end))
+
+    @given(st.lists(st.tuples(st.sampled_from(PHASE_ORDER),
+                              st.floats(min_value=0.0, max_value=1e-8)), max_size=12))
+    def test_nanosecond_phases(self, items: list[tuple[str, float]]) -> None:
+        """Phases of a few nanoseconds or less, in any order: empty as laid, one stretched
+        to the call's end."""
+        start = 5
+        for end in (start, start + 1, start + 40):
+            assert phase_span_tiles_of(items, start, end) == phase_span_tiles(
+                phases_to_intervals(items, start, end))

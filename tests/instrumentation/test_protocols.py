@@ -198,6 +198,17 @@ class TestProviders:
     def test_ollama_default_port(self) -> None:
         assert provider_of(semconv.PROVIDER_OPENAI, "127.0.0.1", 11434, {}) == "ollama"
 
+    def test_remembered_per_server(self) -> None:
+        """A server's answer is remembered (asked again, the same), at most 256 of them."""
+        from agent_latency.instrumentation.protocols import _providers
+
+        for round_ in range(2):
+            for n in range(300):
+                host = f"h{n}.api.groq.com" if n % 2 else f"h{n}.example"
+                assert _providers.provider_of_host(host, 443) == (
+                    "groq" if n % 2 else None), (round_, n)
+            assert len(_providers._ASKED) <= 256
+
 
 class TestGenericRequests:
     """Which JSON bodies no protocol knows look like model requests."""

@@ -7,7 +7,13 @@ tiling of a call's phases exists once.  It sits between ``semconv`` (the names) 
 pure engine (``budget``) on one side, and the processor and the report on the other.
 """
 
-from ._phases import PHASE_SPANS, phase_attributes, phase_span_tiles, phases_of
+from ._phases import (
+    PHASE_SPANS,
+    phase_attributes,
+    phase_span_tiles,
+    phase_span_tiles_of,
+    phases_of,
+)
 from ._spans import (
     adopt_other_parts,
     budget_attributes,
@@ -34,6 +40,7 @@ __all__ = [
     "other_part_attributes",
     "phase_attributes",
     "phase_span_tiles",
+    "phase_span_tiles_of",
     "phases_of",
     "span_intervals",
     "split_source",

@@ -4,7 +4,8 @@ The phases are written once (:func:`phase_attributes`, by the LLM instrumentatio
 once (:func:`phases_of`, by whoever rebuilds a call's intervals: the processor, the local
 exporter's summary, the report), and laid out in time once, by the engine's
 ``phases_to_intervals``: the ``network``, ``prefill`` and ``output_generation`` child spans
-(:func:`phase_span_tiles`) are drawn from those very intervals.
+(:func:`phase_span_tiles`) are drawn from those very intervals (:func:`phase_span_tiles_of`:
+the same tiles without the intervals, for a call's hot path).
 """
 
 from __future__ import annotations
@@ -33,6 +34,42 @@ def phase_attributes(phases: CallPhases) -> dict[str, float]:
 def phases_of(attributes: Mapping[str, Any]) -> list[tuple[str, float]]:
     """``(phase, seconds)`` in time order from a call span's attributes (absent: 0)."""
     return [(phase, float(attributes.get(attr) or 0.0)) for attr, phase in _LLM_PHASES]
+
+
+# phase -> the index in PHASE_SPANS of the child span that covers it
+_CHILD_OF = {phase: index for index, (_, covered) in enumerate(PHASE_SPANS)
+             for phase in covered}
+
+
+def phase_span_tiles_of(phases: Sequence[tuple[str, float]], start_ns: int,
+                        end_ns: int) -> list[tuple[str, int, int]]:
+    """``phase_span_tiles(phases_to_intervals(phases, start_ns, end_ns))``, laid out without
+    building the intervals (a call's hot path: ~1.5 µs instead of ~6).  The same arithmetic
+    as ``phases_to_intervals``: each phase laid end to end from ``start_ns`` in whole
+    nanoseconds, none past ``end_ns``, the last one stretched to it."""
+    tiles: dict[int, list[int]] = {}
+    cursor = start_ns
+    last: tuple[int | None, int] | None = None  # (child of the last phase laid, its start)
+    for phase, seconds in phases:
+        if seconds <= 0:
+            continue
+        end = min(end_ns, cursor + round(seconds * 1e9))
+        child = _CHILD_OF.get(phase)
+        last = (child, cursor)
+        if child is not None and end > cursor:
+            tile = tiles.get(child)
+            if tile is None:
+                tiles[child] = [cursor, end]
+            else:
+                tile[1] = end
+        cursor = end
+    if last is not None and cursor < end_ns and last[0] is not None:
+        tile = tiles.get(last[0])
+        if tile is None:  # (empty as laid: the stretch gives it time)
+            tiles[last[0]] = [last[1], end_ns]
+        else:
+            tile[1] = end_ns
+    return [(PHASE_SPANS[child][0], tile[0], tile[1]) for child, tile in sorted(tiles.items())]
 
 
 def phase_span_tiles(intervals: Sequence[Interval]) -> list[tuple[str, int, int]]:

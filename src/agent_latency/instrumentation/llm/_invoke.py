@@ -27,7 +27,7 @@ from ..._pauses import PAUSES
 from ..net import CURRENT
 from ..protocols import Endpoint
 from ._call import LLMCall, Settings
-from ._stream import wrap_stream
+from ._stream import class_has, wrap_stream
 
 #: ``request_of(instance, args, kwargs) -> (request, streaming)``: the request's parameters
 #: (model, messages, ``stream`` …) and whether it streams (None: from ``request["stream"]``).
@@ -97,7 +97,7 @@ def handle_result(call: LLMCall, result: Any, request: Mapping[str, Any],
         if FAULTS:
             fault("llm.result")
         cls = type(result)
-        if hasattr(cls, "__next__") or hasattr(cls, "__anext__"):
+        if class_has(cls, "__next__") or class_has(cls, "__anext__"):
             wrapped = wrap_stream(result, call)
             if wrapped is not result:
                 return wrapped

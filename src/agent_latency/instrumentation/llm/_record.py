@@ -13,8 +13,8 @@ from ... import semconv
 from ..._log import FAULTS, fault, internal_error
 from ..._scope import error_description
 from ..._sdk import emit_finished_children, frozen_attributes, set_plain_attributes
-from ...budget import CallMarks, CallPhases, call_phases, phases_to_intervals, split_server_time
-from ...codec import phase_attributes, phase_span_tiles
+from ...budget import CallMarks, CallPhases, call_phases, split_server_time
+from ...codec import phase_attributes, phase_span_tiles_of
 from ..net import RTT_NONE, Arrival, Attempt, NetPhases
 from . import _rates
 from ._info import Info
@@ -392,7 +392,7 @@ def _content_attributes(call: FinishedCall, attrs: dict[str, Any]) -> None:
 def _phase_spans(call: FinishedCall, phases: CallPhases, end_ns: int) -> None:
     """``network`` (connection setup, upload, round trip), ``prefill`` and
     ``output_generation`` children, laid out from the span start as the processor lays out
-    the call's intervals (the same tiling: ``codec.phase_span_tiles``).
+    the call's intervals (the same tiling: ``codec.phase_span_tiles_of``).
 
     The stream's tail stays on the parent (``agent_latency.llm.tail``): three children at
     most, each with one attribute (OpenInference's span kind), keeps the per-call cost down;
@@ -400,7 +400,7 @@ def _phase_spans(call: FinishedCall, phases: CallPhases, end_ns: int) -> None:
     the tracer only where that cannot be done.
     """
     tracer = call.tracer
-    tiles = phase_span_tiles(phases_to_intervals(phases.items(), call.start_ns, end_ns))
+    tiles = phase_span_tiles_of(phases.items(), call.start_ns, end_ns)
     if not tiles or emit_finished_children(tracer, call.span, tiles, _PHASE_ATTRIBUTES):
         return
     for name, start, end in tiles:

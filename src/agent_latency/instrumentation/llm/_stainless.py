@@ -24,7 +24,7 @@ from ..net import CURRENT
 from ..protocols import Endpoint
 from ._call import LLMCall, Settings
 from ._invoke import Hooks, Inside, call_wrapper, invoke, start_call
-from ._stream import _guard, is_async_stream, is_sync_stream, wrap_stream
+from ._stream import _guard, class_has, is_async_stream, is_sync_stream, wrap_stream
 
 _RAW_HEADER = "X-Stainless-Raw-Response"
 
@@ -58,7 +58,7 @@ def _raw_mode(request: Mapping[str, Any]) -> str | None:
 
 def adapt(call: LLMCall, result: Any, request: Mapping[str, Any]) -> Any:
     """Raw responses: watched until the program parses or closes them; otherwise None."""
-    if not (hasattr(type(result), "parse") and hasattr(result, "http_response")):
+    if not (class_has(type(result), "parse") and hasattr(result, "http_response")):
         return None
     if call.streaming or _raw_mode(request) == "stream":
         return RawResponse(result, call)

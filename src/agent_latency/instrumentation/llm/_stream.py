@@ -349,14 +349,31 @@ class AsyncStream(ObjectProxy):
             self._self_call.finish()
 
 
+# ``hasattr(cls, name)`` per (class, name) asked: a pydantic model's class answers a name
+# it lacks from its metaclass's ``__getattr__``, a Python frame and a raised AttributeError
+# each time (three per plain call: a response is asked whether it streams or parses).
+_CLASS_HAS: dict[tuple[type, str], bool] = {}
+
+
+def class_has(cls: type, name: str) -> bool:
+    """``hasattr(cls, name)``, remembered per class (result types are few and fixed)."""
+    key = (cls, name)
+    has = _CLASS_HAS.get(key)
+    if has is None:
+        if len(_CLASS_HAS) >= 512:
+            _CLASS_HAS.clear()
+        has = _CLASS_HAS[key] = hasattr(cls, name)
+    return has
+
+
 def is_sync_stream(obj: Any) -> bool:
     """A sync stream: its type defines ``__next__`` (a pydantic model only ``__iter__``)."""
-    return hasattr(type(obj), "__next__")
+    return class_has(type(obj), "__next__")
 
 
 def is_async_stream(obj: Any) -> bool:
     """An async stream: its type defines ``__anext__``."""
-    return hasattr(type(obj), "__anext__")
+    return class_has(type(obj), "__anext__")
 
 
 def wrap_stream(obj: Any, call: LLMCall) -> Any:

@@ -56,6 +56,7 @@ from ._kernel import (
     family_of,
     last_transmitted,
     peek_queued,
+    poller,
     tcp_bytes_acked,
     tcp_bytes_received,
     transmit_stamps,
@@ -139,15 +140,16 @@ class Arrivals(EventEnds):
     """
 
     __slots__ = ("__weakref__", "_acked_at_start", "_key", "_last_key", "_quiet_at", "_received",
-                 "awaiting", "consumed", "cum",
-                 "family", "fd", "kind", "last_out", "plain", "quiet", "reads", "sock",
-                 "stamping", "t", "t_sent", "t_start", "ticked", "tls", "watched")
+                 "awaiting", "consumed", "cpu_written", "cum",
+                 "family", "fd", "kind", "last_out", "looks", "plain", "quiet", "reads", "sock",
+                 "stamping", "t", "t_sent", "t_start", "t_written", "ticked", "tls", "watched")
 
     def __init__(self, sock: Any) -> None:
         self.t_start = perf_counter()  # nothing read from now on arrived before it
         self.sock = sock
         self.fd = sock.fileno()
         self.family = family_of(sock)
+        self.looks = poller(self.fd)  # a look before each read of a queue that may be empty
         enable_timestamps(sock)
         self.cum: list[int] = []
         self.t: list[float] = []
@@ -172,6 +174,10 @@ class Arrivals(EventEnds):
         # When the request's last byte left (the kernel's transmit stamp), while a request
         # is being written on the connection.
         self.t_sent: float | None = None
+        # When the writer's last write returned, and its thread's CPU clock then (the tap's
+        # marks: the writer's own view of the request's end).
+        self.t_written: float | None = None
+        self.cpu_written = 0.0
         self.stamping = False
         # The newest stamp's key (OPT_ID: its last byte's offset from the first byte not
         # acknowledged when stamping started, ``_acked_at_start`` bytes into the connection).
@@ -260,7 +266,7 @@ class Arrivals(EventEnds):
 
     def _take_stamps(self) -> bool:
         """The stamps queued now, taken off the error queue (the newest kept)."""
-        got = last_transmitted(self.fd, self.family)
+        got = last_transmitted(self.fd, self.family, self.looks)
         if got is None:
             return False
         self.t_sent, self._key = got
@@ -286,7 +292,7 @@ class Arrivals(EventEnds):
         # The count first: a segment landing between the two reads then has a stamp later
         # than the bytes it is filed under (an upper bound), never an earlier one.
         received = tcp_bytes_received(self.sock)
-        got = peek_queued(self.fd, self.family)
+        got = peek_queued(self.fd, self.family, self.looks)
         if got is None:
             self._received = received  # all taken by the reader: no news for the ticks
             return 0

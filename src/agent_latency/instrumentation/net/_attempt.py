@@ -13,6 +13,7 @@ from time import perf_counter, thread_time
 from typing import Any
 
 from ... import semconv
+from ..._headers import header
 from ._kernel import socket_of, tcp_info_close, tcp_info_rtt
 
 RTT_TCP_INFO = semconv.RTT_SOURCE_TCP_INFO
@@ -37,10 +38,10 @@ class Attempt:
     """
 
     __slots__ = ("bytes_received", "bytes_sent", "connect", "cpu_sent", "dns", "dns_base",
-                 "error", "following", "host", "net", "on_closed", "port", "request_id", "response",
-                 "reused", "rtt", "rtt_source", "secure", "sock", "status", "stream", "t_body_done",
-                 "t_closed", "t_connect", "t_headers", "t_received", "t_return", "t_send",
-                 "t_sent", "t_start", "t_tls", "tls", "tls_base")
+                 "error", "following", "hook", "host", "net", "on_closed", "port", "request_id",
+                 "response", "reused", "rtt", "rtt_source", "secure", "sock", "status", "stream",
+                 "t_body_done", "t_closed", "t_connect", "t_headers", "t_received", "t_return",
+                 "t_send", "t_sent", "t_start", "t_tls", "tls", "tls_base")
 
     def __init__(self, host: str, port: int, on_closed: Any = None) -> None:
         self.t_start = perf_counter()
@@ -71,6 +72,9 @@ class Attempt:
         self.sock: Any = None
         self.stream: Any = None  # the client library's network stream (httpcore's), if known
         self.following: Any = None  # arrival times being taken on it (``_follow``)
+        # The client library's trace callback that is ours alone (httpcore's): lifted while
+        # the marks it would give come from the taps (``_httpcore``).
+        self.hook: Any = None
         self.rtt = 0.0
         self.rtt_source = RTT_NONE
         self.status = 0
@@ -178,7 +182,7 @@ class Attempt:
         self.response = response
         self.status = int(getattr(response, "status_code", 0) or 0)
         headers = response.headers
-        self.request_id = headers.get("x-request-id") or headers.get("request-id")
+        self.request_id = header(headers, "x-request-id") or header(headers, "request-id")
         if self.t_headers is None:
             self.t_headers = self.t_return
         if self.stream is None:

@@ -8,6 +8,12 @@ httpcore and httpcore2 call the callback with ``connection.connect_tcp.*``,
 attempt's marks without any socket patching.  Async clients need an ``async def`` callback,
 sync clients a plain one.  ``Client.send`` / ``AsyncClient.send`` of both libraries are
 wrapped once (reference counted across the instrumentors that need it).
+
+Where arrival times are taken on an HTTP/1.1 connection (its reads and writes tapped), the
+callback is lifted off the request for the exchange itself: the events of sending, reading
+and closing (ten a request, three Python calls each) would only repeat marks that the
+connection's ``handle_request`` wrapper, the taps' writes and its ``_response_closed``
+wrapper take anyway; a new connection's connect and TLS events still reach it.
 """
 
 from __future__ import annotations
@@ -131,7 +137,10 @@ def _prepare(owner: Any, request: Any, is_async: bool) -> Attempt | None:
         owner.add_attempt(attempt)
         ext = request.extensions
         user = ext.get("trace")
-        ext["trace"] = _async_trace(attempt, user) if is_async else _sync_trace(attempt, user)
+        hook = _async_trace(attempt, user) if is_async else _sync_trace(attempt, user)
+        ext["trace"] = hook
+        if user is None:
+            attempt.hook = hook
         if owner.propagate:
             inject(request.headers, owner.context)
         return attempt
@@ -185,13 +194,24 @@ async def async_send_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any
     return _got_response(attempt, response)
 
 
-def _on_connection(owner: Any, connection: Any) -> None:
+#: Where a connection keeps the attempt whose hook is lifted, for its ``_response_closed``.
+_LIFTED = "_agent_latency_attempt"
+
+
+def _on_connection(owner: Any, connection: Any, args: Any, kwargs: Any) -> Any:
     """An HTTP/1.1 connection of httpcore takes the owner's current attempt: its stream is
-    known now, before the response is read, pooled or new; arrival times start here."""
+    known now, before the response is read, pooled or new; arrival times start here.
+
+    Where they do and the request's trace callback is ours alone, the callback is lifted
+    off the request (returned: the request's extensions, to put it back where the
+    exchange fails): the ten events of sending the request, reading the response and
+    closing it (each three Python calls, all of a kept-alive request's) give marks this
+    wrapper, the taps and the connection's ``_response_closed`` take anyway
+    (:func:`_lifted_marks`, :func:`closed_wrapper`)."""
     try:
         attempts = owner.attempts
         if not attempts:
-            return
+            return None
         attempt = attempts[-1]
         stream = getattr(connection, "_network_stream", None)
         if stream is not None:
@@ -206,6 +226,40 @@ def _on_connection(owner: Any, connection: Any) -> None:
                 # late): a client at work between sending and its first read, as a process's
                 # first call is, leaves the kernel only its newest bytes' stamp.
                 attempt.following.watch(ticks=True)
+        hook = attempt.hook
+        if hook is None or attempt.following is None or attempt.t_send is not None:
+            return None
+        ext = (args[0] if args else kwargs["request"]).extensions
+        if ext.get("trace") is not hook:
+            return None
+        connection.__dict__[_LIFTED] = attempt
+        del ext["trace"]
+        return ext
+    except Exception:  # noqa: BLE001
+        internal_error("network.connection")
+        return None
+
+
+def _lifted_marks(owner: Any, connection: Any, ext: Any, t_send: float,
+                  t_headers: float | None) -> None:
+    """The marks the lifted hook would have given: the first request byte's at the
+    wrapper's call (the headers are written first thing), the last's at the tap's last
+    write, the response headers' at the wrapper's return.  Where the exchange failed, the
+    hook goes back on the request (the pool may send it again on another connection) and
+    the connection forgets the attempt (httpcore closed the response already, or, where it
+    refused the request before sending, will close another's)."""
+    try:
+        attempt = owner.attempts[-1]
+        following = attempt.following
+        if following is not None and following.arrivals.t_written is not None:
+            attempt.t_send = t_send
+            attempt.t_sent = following.arrivals.t_written
+            attempt.cpu_sent = following.arrivals.cpu_written
+        if t_headers is not None:
+            attempt.t_headers = t_headers
+        else:
+            ext["trace"] = attempt.hook
+            connection.__dict__.pop(_LIFTED, None)
     except Exception:  # noqa: BLE001
         internal_error("network.connection")
 
@@ -213,33 +267,76 @@ def _on_connection(owner: Any, connection: Any) -> None:
 def connection_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """``HTTP11Connection.handle_request``: the attempt's connection."""
     owner = CURRENT.get()
-    if owner is not None:
-        _on_connection(owner, instance)
-    return wrapped(*args, **kwargs)
+    if owner is None:
+        return wrapped(*args, **kwargs)
+    ext = _on_connection(owner, instance, args, kwargs)
+    if ext is None:
+        return wrapped(*args, **kwargs)
+    t_send = perf_counter()
+    try:
+        response = wrapped(*args, **kwargs)
+    except BaseException:
+        _lifted_marks(owner, instance, ext, t_send, None)
+        raise
+    _lifted_marks(owner, instance, ext, t_send, perf_counter())
+    return response
 
 
 async def async_connection_wrapper(wrapped: Any, instance: Any, args: Any,
                                    kwargs: Any) -> Any:
     """``AsyncHTTP11Connection.handle_async_request``: as :func:`connection_wrapper`."""
     owner = CURRENT.get()
-    if owner is not None:
-        _on_connection(owner, instance)
+    if owner is None:
+        return await wrapped(*args, **kwargs)
+    ext = _on_connection(owner, instance, args, kwargs)
+    if ext is None:
+        return await wrapped(*args, **kwargs)
+    t_send = perf_counter()
+    try:
+        response = await wrapped(*args, **kwargs)
+    except BaseException:
+        _lifted_marks(owner, instance, ext, t_send, None)
+        raise
+    _lifted_marks(owner, instance, ext, t_send, perf_counter())
+    return response
+
+
+def _closing(connection: Any) -> None:
+    attempt = connection.__dict__.pop(_LIFTED, None)
+    if attempt is not None:
+        try:
+            # Before httpcore's own close: the connection is still open for the kernel's
+            # counts (it closes it here when it cannot be kept alive).
+            attempt.closed(perf_counter())
+        except Exception:  # noqa: BLE001
+            internal_error("network.closed")
+
+
+def closed_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``HTTP11Connection._response_closed``: the close of a response whose hook is lifted
+    (the response stream's close, or the exchange's failure)."""
+    _closing(instance)
+    return wrapped(*args, **kwargs)
+
+
+async def async_closed_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``AsyncHTTP11Connection._response_closed``: as :func:`closed_wrapper`."""
+    _closing(instance)
     return await wrapped(*args, **kwargs)
 
 
 # (module, class, method, wrapper): the clients' ``send`` and httpcore's HTTP/1.1
-# connections (HTTP/2 multiplexes several responses on one socket: its bytes are not dated).
+# connections' exchanges and closes (HTTP/2 multiplexes several responses on one socket: its
+# bytes are not dated).
 _TARGETS = (
-    ("httpx", "Client", "send", send_wrapper),
-    ("httpx", "AsyncClient", "send", async_send_wrapper),
-    ("httpx2", "Client", "send", send_wrapper),
-    ("httpx2", "AsyncClient", "send", async_send_wrapper),
-    ("httpcore._sync.http11", "HTTP11Connection", "handle_request", connection_wrapper),
-    ("httpcore._async.http11", "AsyncHTTP11Connection", "handle_async_request",
-     async_connection_wrapper),
-    ("httpcore2._sync.http11", "HTTP11Connection", "handle_request", connection_wrapper),
-    ("httpcore2._async.http11", "AsyncHTTP11Connection", "handle_async_request",
-     async_connection_wrapper),
+    *((library, cls, "send", wrapper) for library in ("httpx", "httpx2")
+      for cls, wrapper in (("Client", send_wrapper), ("AsyncClient", async_send_wrapper))),
+    *((f"{core}.{side}.http11", cls, method, wrapper) for core in ("httpcore", "httpcore2")
+      for side, cls, method, wrapper in (
+          ("_sync", "HTTP11Connection", "handle_request", connection_wrapper),
+          ("_async", "AsyncHTTP11Connection", "handle_async_request", async_connection_wrapper),
+          ("_sync", "HTTP11Connection", "_response_closed", closed_wrapper),
+          ("_async", "AsyncHTTP11Connection", "_response_closed", async_closed_wrapper))),
 )
 _patched: list[tuple[Any, str]] = []
 

@@ -33,7 +33,7 @@ import select
 import socket
 import ssl
 from collections.abc import Callable
-from time import perf_counter
+from time import perf_counter, thread_time
 from typing import Any
 
 from ..._log import internal_error
@@ -105,6 +105,7 @@ def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap:
         except Exception:  # noqa: BLE001
             internal_error("net.tap")
         original_write(stream, buffer, timeout)
+        arrivals.t_written, arrivals.cpu_written = perf_counter(), thread_time()
         try:
             arrivals.sent()
         except Exception:  # noqa: BLE001
@@ -193,6 +194,7 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
         except Exception:  # noqa: BLE001
             internal_error("net.tap")
         await original_write(stream, buffer, timeout)
+        arrivals.t_written, arrivals.cpu_written = perf_counter(), thread_time()
         try:
             arrivals.sent()
         except Exception:  # noqa: BLE001

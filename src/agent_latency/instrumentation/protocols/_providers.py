@@ -45,8 +45,25 @@ _AGENTS: tuple[tuple[str, str], ...] = (
 _PORTS = {11434: semconv.PROVIDER_OLLAMA}
 
 
+# (host, port) -> provider, per server asked: a host no rule names is checked against every
+# one (~5 µs), and a program calls the same few servers again and again.
+_ASKED: dict[tuple[str | None, int | None], str | None] = {}
+_NOT_ASKED = object()
+
+
 def provider_of_host(host: str | None, port: int | None = None) -> str | None:
     """The provider that serves ``host``, where it is a known one."""
+    key = (host, port)
+    known = _ASKED.get(key, _NOT_ASKED)
+    if known is not _NOT_ASKED:
+        return known  # type: ignore[return-value]
+    if len(_ASKED) >= 256:
+        _ASKED.clear()
+    provider = _ASKED[key] = _provider_of_host(host, port)
+    return provider
+
+
+def _provider_of_host(host: str | None, port: int | None) -> str | None:
     if host:
         host = host.lower().rstrip(".")
         for suffix, provider in _HOSTS:

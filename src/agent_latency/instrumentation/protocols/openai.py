@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import semconv
+from ..._headers import header
 from ._endpoint import Endpoint, int_or_none, seconds
 from ._events import OutputRule, classifier
 from ._framing import SSE
@@ -82,7 +83,7 @@ def server_body_timing(info: Any, obj: Any, usage: Any) -> None:
 
 
 def _header_ms(headers: Mapping[str, str], name: str) -> float | None:
-    value = headers.get(name)
+    value = header(headers, name)
     if not value:
         return None
     try:
