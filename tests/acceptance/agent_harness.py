@@ -394,6 +394,25 @@ def _handed_over_late(a: dict[str, Any], run: AgentRun) -> float:
     return _HANDED_OVER_LATE if handed_over and not run.quiet else 0.0
 
 
+def _lags(a: dict[str, Any]) -> str:
+    """What the span says of its client's pace, for a failure's message: the figures that
+    tell a late client from a late server."""
+    named = (("client busy", semconv.LLM_CLIENT_BUSY), ("client lag", semconv.LLM_CLIENT_LAG),
+             ("last token lag", semconv.LLM_LAST_TOKEN_LAG), ("tail", semconv.LLM_TAIL),
+             ("client tail", semconv.LLM_CLIENT_TAIL))
+    return ", ".join(f"{label} {a[key] * 1e3:.1f} ms" for label, key in named if key in a)
+
+
+def _server_tail(rec: dict[str, Any]) -> str:
+    """How long the server took from its last token to the stream's end: a server that
+    stalled there sent the closing events late, and a client that read them in one block
+    with the last token has no date of its own for it."""
+    last, finished = rec.get("last_token_at_mono"), rec.get("finished_at_mono")
+    if last is None or finished is None:
+        return ""
+    return f", the server ended {(finished - last) * 1e3:.1f} ms after its last token"
+
+
 def _token_bounds(a: dict[str, Any]) -> tuple[float, float]:
     """How far the span says its first and last tokens' dates may be off: a date estimated
     from coalesced bytes carries its window (a client busy through its whole stream, with
@@ -585,8 +604,10 @@ class _Found:
                                f"{self.run.contention:.0%} contention + "
                                f"{bound * 1e3:.1f} ms the span's own bound"
                                + (f", {late * 1e3:.0f} ms late allowed" if late else "")
-                               + f"; first and last token {sources[0]}, {sources[1]}; truth "
-                               f"prefill_s {rec['prefill_s']:.4f}, queue_s {rec['queue_s']:.4f})")
+                               + f"; first and last token {sources[0]} (±{first * 1e3:.1f} "
+                               f"ms), {sources[1]} (±{last * 1e3:.1f} ms); {_lags(a)}; truth "
+                               f"prefill_s {rec['prefill_s']:.4f}, queue_s {rec['queue_s']:.4f}"
+                               f", {rec.get('chunks')} chunks{_server_tail(rec)})")
         # Only a library's first call in a process may keep the client busy (cold imports),
         # on a quiet machine.  On a loaded one a client's own CPU time grows (caches and
         # cores shared: Agno's and LangGraph's ~2 ms stream loops read past the floor beside
