@@ -26,6 +26,16 @@ inclusive) whose instructions per non-streaming call grew most with it on: the h
 read function by function.
 
     python benchmarks/bench_llm_instructions.py [--n 10] [--libraries agent_latency,official]
+        [--processor simple|batch]
+
+Spans end into a ``SimpleSpanProcessor`` by default (each exported on the calling thread,
+to an exporter that drops it): how these figures were first taken, which charges every span
+its export's bookkeeping on the call's thread (a context attach and detach, a metrics
+count).  ``--processor batch`` ends them into the SDK's ``BatchSpanProcessor``, what every
+exporting setup runs (``agent_latency.instrument()``, ``opentelemetry-instrument``): the
+call's thread only queues each span, and the export runs on the processor's own thread,
+left out here.  A library that emits more spans per call (ours: the call and up to three
+phases, the official's one) pays more of that bookkeeping with the first.
 
 With garbage collection on, the per-chunk slope also carries where the collector's runs
 land: a library that allocates more per call moves collections into (or out of) the
@@ -60,6 +70,7 @@ import tempfile
 from typing import Any
 
 import _callgrind as callgrind
+from bench_llm_overhead import SPAN_PROCESSOR
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -132,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-gc", action="store_true",
                         help="measure with the garbage collector off (after warm-up): the "
                              "code's own per-chunk work, without where collections land")
+    parser.add_argument("--processor", choices=("simple", "batch"), default="simple",
+                        help="the span processor spans end into: simple (exported on the "
+                             "calling thread, as the figures were first taken) or batch "
+                             "(queued for a worker thread, as every exporting setup does)")
     parser.add_argument("--annotate", action="store_true",
                         help="also print, per library, the functions (C, callgrind_annotate) "
                              "whose instructions per non-streaming call grew most")
@@ -146,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with callgrind.simulator() as sim:
         for library in args.libraries.split(","):
-            env = {**os.environ, _NO_GC: "1"} if args.no_gc else None
+            env = {**os.environ, SPAN_PROCESSOR: args.processor,
+                   **({_NO_GC: "1"} if args.no_gc else {})}
             keep = tempfile.mkdtemp(prefix="callgrind-") if args.annotate else None
             try:
                 counts = callgrind.run(__file__, ["--worker", library, "--url",
@@ -166,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((library, own["plain"], added["plain"],
                          (own["s200"] - own["s20"]) / chunks,
                          (added["s200"] - added["s20"]) / chunks))
-    print(f"instructions (callgrind), {args.n} calls of each kind per batch")
+    print(f"instructions (callgrind), {args.n} calls of each kind per batch, spans into a "
+          f"{args.processor} span processor")
     print(f"{'library':<22} {'SDK per call':>13} {'added per call':>15} {'SDK per chunk':>14} "
           f"{'added per chunk':>16}")
     for library, sdk_call, call, sdk_chunk, chunk in rows:

@@ -63,13 +63,27 @@ VARIANTS: dict[str, dict[str, str]] = {
 }
 
 
+#: The span processor the worker's provider exports through (``BENCH_SPAN_PROCESSOR``):
+#: ``simple`` exports each span as it ends, on the calling thread (the SDK's debugging
+#: processor); ``batch`` queues it for a worker thread, as every exporting setup does
+#: (``agent_latency.instrument()``, ``opentelemetry-instrument``, the SDK's own examples).
+SPAN_PROCESSOR = "BENCH_SPAN_PROCESSOR"
+
+
 def _setup(library: str) -> Any:
     """Providers, and the library's instrumentor (instrumented); None for ``none``."""
+    import os
+
     from opentelemetry import metrics, trace
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SimpleSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
 
     class Drop(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
@@ -81,7 +95,8 @@ def _setup(library: str) -> Any:
         from agent_latency import BudgetSpanProcessor
 
         provider.add_span_processor(BudgetSpanProcessor(meter_provider))
-    provider.add_span_processor(SimpleSpanProcessor(Drop()))
+    batch = os.environ.get(SPAN_PROCESSOR) == "batch"
+    provider.add_span_processor((BatchSpanProcessor if batch else SimpleSpanProcessor)(Drop()))
     trace.set_tracer_provider(provider)
     metrics.set_meter_provider(meter_provider)
     kwargs = {"tracer_provider": provider, "meter_provider": meter_provider}

@@ -12,6 +12,7 @@ import pytest
 from machine_load import busy_slack
 
 from agent_latency import semconv
+from agent_latency.instrumentation.net._kernel import KERNEL_TICK
 from agent_latency.simulator import SimulatorConfig, SimulatorProcess, kernel_delay_unavailable
 
 # quiet: round trips injected in the kernel, to a few ms (make test runs it alone).
@@ -19,7 +20,6 @@ pytestmark = [pytest.mark.skipif(kernel_delay_unavailable() is not None,
                                  reason=f"kernel delay unavailable: {kernel_delay_unavailable()}"),
               pytest.mark.quiet]
 RTT = 0.02
-TICK = 0.004  # the kernel's clock tick in TCP_INFO's times (HZ 250; 1-10 ms elsewhere)
 BODY = {"model": "sim", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8}
 
 
@@ -103,7 +103,7 @@ class TestKernelDelay:
         # from the kernel's last data sent and received, both counted in its ticks (4 ms at
         # HZ 250: 24 or 28 ms of 25).  The client's own work around it (5-15 ms on a first
         # call, which read past 1.6 RTT in 15 of 25 runs when it was counted) is not in it.
-        assert 0.8 * RTT <= setup.attributes[semconv.NET_UPGRADE] <= (1.6 * RTT + TICK
+        assert 0.8 * RTT <= setup.attributes[semconv.NET_UPGRADE] <= (1.6 * RTT + KERNEL_TICK
                                                                        + busy_slack())
         for span in _calls(otel):
             # One round trip, plus what the wire really adds here: the server's small frames

@@ -23,7 +23,6 @@ _TCP_INFO = getattr(socket, "TCP_INFO", None) if sys.platform.startswith("linux"
 # tcpi_bytes_acked and tcpi_bytes_received (u64 each), tcpi_data_segs_out (u32, Linux 4.6+).
 _LAST_DATA_SENT = 44
 _LAST_DATA_RECV = 52
-_LAST_DATA = struct.Struct("=I4xI")
 _RTT = 68
 _BYTES = 120
 _BYTES_END = 136
@@ -61,21 +60,25 @@ def tcp_info_close(sock: Any) -> tuple[float | None, int | None, int | None]:
     return since, int(acked), int(received)
 
 
+def _kernel_tick() -> float:
+    # The coarse monotonic clock ticks with the kernel's jiffies (Linux's
+    # CLOCK_MONOTONIC_COARSE, 6): 4 ms where HZ is 250, 1 ms at 1000, 10 ms at 100.
+    try:
+        return time.clock_getres(6) if _TCP_INFO is not None else 0.01
+    except (OSError, AttributeError, ValueError):
+        return 0.01
+
+
+#: The kernel's clock tick, in which ``TCP_INFO``'s times since an event are counted.
+KERNEL_TICK = _kernel_tick()
+
+
 def tcp_info_last_data(sock: Any) -> tuple[float, float] | None:
     """``(seconds since the last data sent, seconds since the last data received)`` of
     ``sock``, from one ``TCP_INFO`` read, or None when unknown.  Both are counted in the
-    kernel's ticks (a jiffy: 4 ms where HZ is 250), so each is that coarse."""
-    if _TCP_INFO is None or sock is None:
-        return None
-    end = _LAST_DATA_SENT + _LAST_DATA.size
-    try:
-        raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, end)
-    except (OSError, AttributeError, TypeError, ValueError):
-        return None
-    if len(raw) < end:
-        return None
-    sent, received = _LAST_DATA.unpack_from(raw, _LAST_DATA_SENT)
-    return sent / 1e3, received / 1e3
+    kernel's ticks (:data:`KERNEL_TICK`), so each is that coarse."""
+    last = _last_data(sock)
+    return None if last is None else (last[0] / 1e3, last[1] / 1e3)
 
 
 def socket_of(stream: Any) -> Any:
@@ -219,13 +222,15 @@ def peek_queued(fd: int, family: int,
     return size, None
 
 
-def _tcp_info_field(offset: int, layout: str, doc: str) -> Callable[[Any], int | None]:
-    """A reader of one ``struct tcp_info`` field of a socket (None where it cannot be read);
-    one Python call a read, the hot path's."""
+def _tcp_info_field(offset: int, layout: str, doc: str,
+                    whole: bool = False) -> Callable[[Any], Any]:
+    """A reader of one ``struct tcp_info`` field of a socket, or with ``whole`` of the
+    fields ``layout`` spans from ``offset`` as a tuple (None where it cannot be read); one
+    Python call a read, the hot path's."""
     field = struct.Struct(layout)
     end = offset + field.size
 
-    def read(sock: Any) -> int | None:
+    def read(sock: Any) -> Any:
         if _TCP_INFO is None or sock is None:
             return None
         try:
@@ -234,7 +239,8 @@ def _tcp_info_field(offset: int, layout: str, doc: str) -> Callable[[Any], int |
             return None
         if len(raw) < end:
             return None
-        return int(field.unpack_from(raw, offset)[0])
+        values = field.unpack_from(raw, offset)
+        return values if whole else int(values[0])
 
     read.__doc__ = doc
     return read
@@ -246,6 +252,9 @@ tcp_bytes_acked = _tcp_info_field(
 tcp_bytes_received = _tcp_info_field(
     _BYTES + 8, "=Q", "Bytes ``sock`` has received since it connected "
     "(``tcpi_bytes_received``), or None.")
+_last_data = _tcp_info_field(
+    _LAST_DATA_SENT, "=I4xI", "``(tcpi_last_data_sent, tcpi_last_data_recv)`` of ``sock`` "
+    "in ms, or None.", whole=True)
 data_segs_out = _tcp_info_field(
     _DATA_SEGS_OUT, "=I", "Data segments ``sock`` has sent since it connected "
     "(``tcpi_data_segs_out``, Linux 4.6+), or None.")

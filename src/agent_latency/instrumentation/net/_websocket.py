@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from ... import semconv
 from ..._log import internal_error
-from ._kernel import tcp_info_last_data
+from ._kernel import KERNEL_TICK, tcp_info_last_data
 from ._phases import NetPhases
 from ._sockets import Recording
 
@@ -51,9 +51,9 @@ class ConnectionSetup:
             setup = phases.dns + phases.connect + phases.tls
             scale = min(1.0, duration / setup) if setup > 0 else 1.0
             upgrade = t_end - phases.t_last if phases.t_first is not None else duration
-            exchange = _request_round_trip(phases.last_sock)
+            exchange = _request_round_trip(phases.last_sock, upgrade)
             if exchange is not None:
-                upgrade = min(upgrade, exchange)
+                upgrade = exchange
             upgrade = min(max(upgrade, 0.0), max(duration - setup * scale, 0.0))
             attrs: dict[str, Any] = {
                 semconv.COMPONENT: semconv.NETWORK_OVERHEAD,
@@ -79,20 +79,26 @@ class ConnectionSetup:
             internal_error("websocket.setup")
 
 
-def _request_round_trip(sock: Any) -> float | None:
+def _request_round_trip(sock: Any, elapsed: float) -> float | None:
     """The upgrade request's round trip as the kernel saw it: from the last data the
-    client sent (the request) to the last it received (the ``101``), or None unknown.
+    client sent (the request) to the last it received (the ``101``), or None unknown;
+    ``elapsed``, the wall time since the last socket operation, bounds it.
 
     Without it the upgrade is everything after the connect, the client's own work
     included: building the request and a key, starting a reader thread, parsing the answer
     (5-15 ms of a 25 ms upgrade measured on a first call).  The kernel counts both in its
-    ticks (1-10 ms), so this is as coarse; read right after the connect returned, nothing
-    else was sent or received on the new connection yet."""
+    ticks, so the difference is within a tick of the truth; the same tick for both (a
+    local server) says less than one: half of it, or of ``elapsed`` if less.  Read right
+    after the connect returned, nothing else was sent or received on it yet."""
     last = tcp_info_last_data(sock)
     if last is None:
         return None
     sent_ago, received_ago = last
-    return sent_ago - received_ago if sent_ago >= received_ago else None
+    if sent_ago < received_ago:
+        return None
+    if sent_ago == received_ago:
+        return min(elapsed, KERNEL_TICK) / 2
+    return min(elapsed, sent_ago - received_ago)
 
 
 def websocket_socket(ws: Any, phases: NetPhases) -> Any:
