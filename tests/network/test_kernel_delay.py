@@ -50,8 +50,11 @@ def _calls(otel):
 def _close(value: float, truth: float) -> bool:
     # Loose on purpose (benchmarks/bench_network_accuracy.py prints the real accuracy): a
     # loaded machine schedules the client late, which a kernel delay of 10 ms each way makes
-    # visible; CI must not fail on load.
-    return abs(value - truth) <= max(0.006, 0.3 * truth) + busy_slack()
+    # visible; CI must not fail on load.  Nor is the delay exact on an idle one: after the
+    # machine idled its holds come out long (20 ms injected: plain connects 0.5 s apart
+    # took 20.4-27.3 ms, 48 of them; 20 ms apart, 20.4-21.8 ms; run L's first connect read
+    # 26.4 ms), so the floor is half the round trip: one RTT still reads apart from two.
+    return abs(value - truth) <= max(0.010, 0.3 * truth) + busy_slack()
 
 
 class TestKernelDelay:
