@@ -5,7 +5,8 @@ DNS, connect and TLS come from the socket layer (:mod:`._sockets`) recording int
 setup's own :class:`NetPhases` while the client connects; the upgrade is the upgrade
 request's round trip (from the kernel's last data sent to its last data received, where it
 says; else from the last socket operation to the end); the client's own work
-before and between them (building the request, first-use imports) is
+before, between and after them (building the request, first-use imports, starting a reader
+thread, parsing the ``101``) is
 ``agent_latency.net.client`` (budget other).  Each complete message is dated when the
 library's reader takes it off the socket (:func:`date_messages`), not when the client
 library gets round to parsing it.
