@@ -9,15 +9,20 @@ valgrind slows ~50x, and moved the per-chunk slope by ~2x between runs."""
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 
 def available() -> bool:
@@ -37,12 +42,146 @@ def dump(tag: str) -> None:
 
 
 def simulator() -> Any:
-    """The simulator as the instruction benchmarks run it (a context manager): as fast as it
-    goes, so the client's own work is all there is to count; 200 output tokens by default."""
+    """The simulator as the instruction benchmarks run it (a context manager with a
+    ``base_url``): as fast as it goes, so the client's own work is all there is to count;
+    200 output tokens by default; behind :class:`EventPerRead`, so every stream is read the
+    same way."""
     from agent_latency.simulator import SimulatorConfig, SimulatorProcess
 
-    return SimulatorProcess(SimulatorConfig(port=0, prefill_tps=1e7, output_tps=1e6,
-                                            spin_us=0.0, default_output_tokens=200))
+    return EventPerRead(SimulatorProcess(SimulatorConfig(
+        port=0, prefill_tps=1e7, output_tps=1e6, spin_us=0.0, default_output_tokens=200)))
+
+
+class EventPerRead:
+    """A relay in front of a local server (a context manager around the server's own) that
+    makes the client read a stream one event at a time, as a client keeping up with a
+    streaming server does: each chunk of a chunked response (the simulator writes one event
+    a chunk) is sent once the client has read everything sent before it; a response with a
+    ``Content-Length`` is sent whole.
+
+    Without it, a client that valgrind slows ~50x finds a fast local server's events
+    coalesced into its reads, and how many fall into each read depends on when the server's
+    writes land: one read of the whole stream in one batch, a few in the next.  Each read
+    is the SDK's work, and the events of the read that holds a stream's first token are
+    counted for its arrival time (~1,000 instructions an event in C), so the per-chunk
+    slope moved by thousands of instructions between batches and runs.  One event a read
+    leaves the per-chunk path alone (the library's per-chunk work; the SDK's own per read,
+    the same with the library on and off).
+
+    "Read" is seen from outside the client: its socket's receive queue, empty in
+    ``/proc/net/tcp`` once the chunk sent is acknowledged (Linux)."""
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+        self._listener: socket.socket | None = None
+        self._upstream = ("127.0.0.1", 80)
+        self.base_url = ""
+
+    def __enter__(self) -> EventPerRead:
+        self._server.__enter__()
+        upstream = urlsplit(self._server.base_url)
+        self._upstream = (upstream.hostname or "127.0.0.1", upstream.port or 80)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.base_url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        self._server.__exit__(*exc)
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
+            try:
+                client, _ = self._listener.accept()
+                server = socket.create_connection(self._upstream)
+            except OSError:
+                return
+            threading.Thread(target=_pipe, args=(client, server), daemon=True).start()
+            threading.Thread(target=_responses, args=(server, client), daemon=True).start()
+
+
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    """Requests, passed on as they come."""
+    try:
+        while data := source.recv(1 << 16):
+            sink.sendall(data)
+        sink.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def _responses(server: socket.socket, client: socket.socket) -> None:
+    """Responses: a chunked one a chunk per client read, any other whole."""
+    reader = server.makefile("rb")
+    port = client.getpeername()[1]
+    try:
+        while head := _through_blank(reader):
+            fields = {name.strip().lower(): value.strip() for name, _, value in
+                      (line.decode("latin-1").partition(":")
+                       for line in head.split(b"\r\n")[1:])}
+            if fields.get("transfer-encoding", "").lower() != "chunked":
+                length = fields.get("content-length")
+                client.sendall(head + (reader.read(int(length)) if length is not None
+                                       else reader.read()))
+                continue
+            piece = head
+            while True:
+                size_line = reader.readline()
+                size = int(size_line.split(b";")[0], 16)
+                if size == 0:
+                    client.sendall(piece + size_line + _through_blank(reader))
+                    break
+                client.sendall(piece + size_line + reader.read(size + 2))
+                _wait_read(client, port)
+                piece = b""
+        client.shutdown(socket.SHUT_WR)
+    except (OSError, ValueError):
+        pass
+    finally:
+        reader.close()
+
+
+def _through_blank(reader: Any) -> bytes:
+    """Lines up to and including a blank one (a response's head, a chunked body's
+    trailer), or b"" at the end of the connection."""
+    head = b""
+    while line := reader.readline():
+        head += line
+        if line in (b"\r\n", b"\n"):
+            break
+    return head
+
+
+_SIOCOUTQ = 0x5411  # bytes sent and not yet acknowledged
+
+
+def _wait_read(client: socket.socket, port: int, timeout: float = 10.0) -> None:
+    """Until the client has read all that was sent to it: acknowledged by its kernel, and
+    its socket's receive queue (``rx_queue`` in ``/proc/net/tcp``) empty."""
+    deadline = time.monotonic() + timeout
+    local = f":{port:04X}"
+    while time.monotonic() < deadline:
+        unacked = int.from_bytes(fcntl.ioctl(client.fileno(), _SIOCOUTQ, b"\0" * 4), "little")
+        if not unacked and _receive_queue(local) == 0:
+            return
+        time.sleep(0.0002)
+
+
+def _receive_queue(local: str) -> int | None:
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if fields[1].endswith(local) and fields[3] == "01":
+                        return int(fields[4].split(":")[1], 16)
+        except OSError:
+            continue
+    return None
 
 
 def run(script: str, args: list[str], tags: list[str],
@@ -89,10 +228,14 @@ def on_off(toggle: Callable[[bool], None], kinds: Iterable[str], n: int,
            run: Callable[[str], None]) -> None:
     """In a worker, after its warm-up: ``n`` runs of each kind with the instrumentation on
     (``toggle(True)``), then ``n`` with it off, each batch dumped as ``KIND-on`` or
-    ``KIND-off`` (``warm`` first: what ran before is never counted)."""
+    ``KIND-off`` (``warm`` first: what ran before is never counted).  Each toggle is dumped
+    on its own (``toggle-on``, ``toggle-off``, not read): ``uninstrument()`` costs a library
+    up to a few million instructions, which counted in the first batch after it would come
+    off that batch's runs (as the program's own work, making the library's look smaller)."""
     dump("warm")
     for on in (True, False):
         toggle(on)
+        dump(f"toggle-{'on' if on else 'off'}")
         for kind in kinds:
             for _ in range(n):
                 run(kind)

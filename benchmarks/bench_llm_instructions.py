@@ -17,9 +17,17 @@ What is counted is the per-chunk path alone: the worker's main thread only
 background threads' wake-ups (the arrival watcher's epoll wake-ups and 5 ms quiet ticks
 while a first token is awaited, an export worker, timers) are left out; how many of them
 fall inside a batch depends on the wire's timing against a client valgrind slows ~50x.
-The main thread's own work no longer depends on that timing either: how many events the
-first read holds (under valgrind, often the whole stream) changes only a count done in C
-over those bytes, not a per-event scan.
+The main thread's reads do not depend on that timing either: the simulator sits behind
+``_callgrind.EventPerRead``, which sends each event of a stream once the client has read
+the one before (as a client keeping up with a streaming server reads them), so every
+stream is read one event at a time in every batch.  Left to the wire, a batch's streams
+were read in one piece or in a few, and each read is the SDK's work and, with the first
+token in it, ours (its events counted for that token's date): the per-chunk slope moved by
+thousands of instructions between runs (+4,100 to +8,100 over the runs of 2026-11-29; three
+rounds in one process with each stream read one event at a time: +6,473 to +6,988).
+``instrument()`` and ``uninstrument()`` run between dumps of their own, never inside a
+batch: ours costs ~0.85 M instructions, which counted in the first batch after it came off
+that batch's runs as the SDK's own work (per call, ~85,000 of ours hidden at ``--n 10``).
 
 ``--annotate`` also prints, per library, the C functions (``callgrind_annotate``, self and
 inclusive) whose instructions per non-streaming call grew most with it on: the hot path
@@ -152,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--annotate", action="store_true",
                         help="also print, per library, the functions (C, callgrind_annotate) "
                              "whose instructions per non-streaming call grew most")
+    parser.add_argument("--seeds", default="",
+                        help="PYTHONHASHSEED values, comma-separated: one measurement (a "
+                             "worker per library) per seed; by default one, with the "
+                             "interpreter's random seed. String hashes place the keys of "
+                             "every dict and the type attribute cache's entries, so the "
+                             "per-chunk slope moves from process to process (+5,100 and "
+                             "+6,200 for the same code): a figure stands for its seed")
     parser.add_argument("--worker")
     parser.add_argument("--url")
     args = parser.parse_args(argv)
@@ -160,49 +175,73 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not callgrind.available():
         return 1
-    rows = []
+    seeds = [seed.strip() for seed in args.seeds.split(",")] if args.seeds else [None]
     with callgrind.simulator() as sim:
-        for library in args.libraries.split(","):
-            env = {**os.environ, SPAN_PROCESSOR: args.processor,
-                   **({_NO_GC: "1"} if args.no_gc else {})}
-            keep = tempfile.mkdtemp(prefix="callgrind-") if args.annotate else None
-            try:
-                counts = callgrind.run(__file__, ["--worker", library, "--url",
-                                                  sim.base_url, "--n", str(args.n)],
-                                       callgrind.on_off_tags(KINDS), env, keep)
-                if counts is not None and keep is not None:
-                    print(f"{library}, per non-streaming call:\n"
-                          f"{callgrind.top_added(keep, 'plain-on', 'plain-off', args.n)}\n",
-                          flush=True)
-            finally:
-                if keep is not None:
-                    shutil.rmtree(keep, ignore_errors=True)
-            if counts is None:
+        for seed in seeds:
+            result = _measure(args, sim.base_url, seed)
+            if result is None:
                 return 1
-            own, added = callgrind.per_run(counts, args.n, KINDS)
-            chunks = KINDS["s200"] - KINDS["s20"]
-            rows.append((library, own["plain"], added["plain"],
-                         (own["s200"] - own["s20"]) / chunks,
-                         (added["s200"] - added["s20"]) / chunks))
+            _print(args, seed, *result)
+    return 0
+
+
+def _measure(args: argparse.Namespace, url: str,
+             seed: str | None) -> tuple[list[tuple[Any, ...]], dict[str, int | None]] | None:
+    """Each library's row (its per-call and per-chunk figures) from one worker process each,
+    with ``PYTHONHASHSEED`` set to ``seed`` (None: the interpreter's random one)."""
+    rows = []
+    toggles: dict[str, int | None] = {}
+    for library in args.libraries.split(","):
+        env = {**os.environ, SPAN_PROCESSOR: args.processor,
+               **({_NO_GC: "1"} if args.no_gc else {}),
+               **({"PYTHONHASHSEED": seed} if seed is not None else {})}
+        keep = tempfile.mkdtemp(prefix="callgrind-") if args.annotate else None
+        try:
+            counts = callgrind.run(__file__, ["--worker", library, "--url", url,
+                                              "--n", str(args.n)],
+                                   callgrind.on_off_tags(KINDS), env, keep)
+            if counts is not None and keep is not None:
+                print(f"{library}, per non-streaming call:\n"
+                      f"{callgrind.top_added(keep, 'plain-on', 'plain-off', args.n)}\n",
+                      flush=True)
+        finally:
+            if keep is not None:
+                shutil.rmtree(keep, ignore_errors=True)
+        if counts is None:
+            return None
+        own, added = callgrind.per_run(counts, args.n, KINDS)
+        toggles[library] = counts.get("toggle-off")
+        chunks = KINDS["s200"] - KINDS["s20"]
+        rows.append((library, own["plain"], added["plain"],
+                     (own["s200"] - own["s20"]) / chunks,
+                     (added["s200"] - added["s20"]) / chunks))
+    return rows, toggles
+
+
+def _print(args: argparse.Namespace, seed: str | None, rows: list[tuple[Any, ...]],
+           toggles: dict[str, int | None]) -> None:
+    seeded = f", PYTHONHASHSEED={seed}" if seed is not None else ""
     print(f"instructions (callgrind), {args.n} calls of each kind per batch, spans into a "
-          f"{args.processor} span processor")
+          f"{args.processor} span processor{seeded}")
     print(f"{'library':<22} {'SDK per call':>13} {'added per call':>15} {'SDK per chunk':>14} "
           f"{'added per chunk':>16}")
     for library, sdk_call, call, sdk_chunk, chunk in rows:
         print(f"{library:<22} {sdk_call:>13,.0f} {call:>+15,.0f} {sdk_chunk:>14,.0f} "
               f"{chunk:>+16,.0f}")
+    print("uninstrument(), between batches and not counted in them: " + ", ".join(
+        f"{library} {cost:,}" for library, cost in toggles.items() if cost is not None)
+        + " instructions")
     by_name = {r[0]: r for r in rows}
     if "agent_latency" in by_name and "official" in by_name:
         ours, official = by_name["agent_latency"], by_name["official"]
-        print(f"\nours / official: per call {ours[2] / official[2]:.2f}x, "
+        print(f"ours / official: per call {ours[2] / official[2]:.2f}x, "
               f"per chunk {ours[4] / official[4]:.2f}x")
     if "agent_latency" in by_name and "agent_latency+arrivals" in by_name:
-        # One read per chunk here (the client keeps up with a fast local server).
+        # One read per event here (``EventPerRead``): the difference is the cost per read.
         extra = by_name["agent_latency+arrivals"][4] - by_name["agent_latency"][4]
         print(f"arrival times taken on every read (a busy client's stream): {extra:+,.0f} "
               "instructions per read")
-    return 0
-
+    print(flush=True)
 
 if __name__ == "__main__":
     sys.exit(main())

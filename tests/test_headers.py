@@ -1,4 +1,4 @@
-"""``_headers.header``: one header by name, as the clients' own ``get`` gives it."""
+"""``_headers.header_values``: headers by name, as the clients' own ``get`` gives them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,12 @@ import sys
 import httpx
 import pytest
 
-from agent_latency._headers import header
+from agent_latency._headers import header_values
+
+
+def header(headers: object, name: str) -> str | None:
+    """One name's answer."""
+    return header_values(headers, (name.encode("ascii"),))[0]
 
 HEADER_TYPES = [httpx.Headers]
 try:
@@ -63,3 +68,19 @@ class TestOtherMappings:
         requests = pytest.importorskip("requests")
         headers = requests.structures.CaseInsensitiveDict({"X-Request-Id": "r"})
         assert header(headers, "x-request-id") == "r"
+
+
+class TestSeveralNames:
+    """header_values: each name's answer as its own get gives it, from one pass."""
+
+    def test_same_answers_as_get(self, headers_type: type) -> None:
+        headers = headers_type([("X-Request-ID", "req_1"), ("openai-processing-ms", "12"),
+                                ("Set-Cookie", "a=1"), ("set-cookie", "b=2"),
+                                ("X-Name", "caf\u00e9".encode())])
+        names = ("x-request-id", "request-id", "set-cookie", "x-name", "openai-processing-ms")
+        got = header_values(headers, tuple(name.encode() for name in names))
+        assert got == [headers.get(name) for name in names]
+
+    def test_any_mapping(self) -> None:
+        got = header_values({"x-queue-time": "3"}, (b"x-queue-time", b"x-absent"))
+        assert got == ["3", None]

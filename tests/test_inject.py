@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from opentelemetry import baggage, propagate, trace
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
@@ -95,3 +97,57 @@ class TestFastPath:
         _inject.inject(carrier, trace.set_span_in_context(NonRecordingSpan(
             CONTEXTS["sampled"])))
         assert carrier == {"traceparent": f"00-{0x1F:032x}-{0x2E:016x}-01"}
+
+
+def _headers_types() -> list:
+    """httpx's and httpx2's Headers (the test environment installs both)."""
+    return [pytest.param(importlib.import_module(name).Headers, id=name)
+            for name in ("httpx", "httpx2")]
+
+
+class TestHttpxHeaders:
+    """On httpx's and httpx2's Headers the rows written are the ones __setitem__ writes."""
+
+    @pytest.fixture(autouse=True)
+    def _default(self, textmap):
+        textmap(CompositePropagator([TraceContextTextMapPropagator(),
+                                     W3CBaggagePropagator()]))
+
+    @pytest.mark.parametrize("headers_type", _headers_types())
+    @pytest.mark.parametrize("name", sorted(CONTEXTS))
+    def test_same_rows(self, headers_type, name):
+        context = trace.set_span_in_context(NonRecordingSpan(CONTEXTS[name]))
+        fast = headers_type({"Content-Type": "application/json", "X-Other": "1"})
+        slow = headers_type({"Content-Type": "application/json", "X-Other": "1"})
+        _inject.inject(fast, context)
+        propagate.inject(slow, context=context)
+        assert fast.raw == slow.raw
+        assert fast.get("traceparent") == slow.get("traceparent")
+
+    @pytest.mark.parametrize("headers_type", _headers_types())
+    def test_a_traceparent_already_there_is_replaced(self, headers_type):
+        context = trace.set_span_in_context(NonRecordingSpan(CONTEXTS["sampled"]))
+        headers = headers_type([("TraceParent", "00-old"), ("traceparent", "00-older")])
+        _inject.inject(headers, context)
+        assert headers.get_list("traceparent") == [f"00-{0x1F:032x}-{0x2E:016x}-01"]
+
+
+class TestOddContexts:
+    """Contexts the fast path does not expect write what propagate.inject writes."""
+
+    def test_no_span(self, textmap):
+        textmap(CompositePropagator([TraceContextTextMapPropagator(),
+                                     W3CBaggagePropagator()]))
+        from opentelemetry.context import Context
+
+        fast, slow = both(Context())
+        assert fast == slow == {}
+
+    def test_not_a_span(self, textmap):
+        textmap(CompositePropagator([TraceContextTextMapPropagator(),
+                                     W3CBaggagePropagator()]))
+        from opentelemetry.context import Context
+        from opentelemetry.trace.propagation import _SPAN_KEY
+
+        fast, slow = both(Context({_SPAN_KEY: object()}))
+        assert fast == slow == {}

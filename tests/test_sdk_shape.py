@@ -357,3 +357,41 @@ class TestFinishedChildren:
         assert not _sdk.emit_finished_children(ProxyTracer("x"), tracer.start_span("p"),
                                                tiles, {})
         assert calls.ended == []
+
+
+class TestFinishedChildContexts:
+    """A finished child's context is the one SpanContext's constructor builds, whatever the
+    provider's id generator."""
+
+    @pytest.mark.parametrize("ids", ["random", "custom"])
+    def test_context_as_constructed(self, ids):
+        from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
+        from opentelemetry.trace import SpanContext
+
+        class Counting(IdGenerator):
+            def __init__(self) -> None:
+                self.next = 40
+
+            def generate_span_id(self) -> int:
+                self.next += 1
+                return self.next
+
+            def generate_trace_id(self) -> int:
+                return 7
+
+        provider = TracerProvider(
+            id_generator=RandomIdGenerator() if ids == "random" else Counting())
+        exporter, finished = _exported(provider)
+        tracer = provider.get_tracer("agent_latency")
+        parent = tracer.start_span("chat m")
+        assert _sdk.emit_finished_children(tracer, parent, [("prefill", 1, 2)],
+                                           _sdk.frozen_attributes({}))
+        parent.end()
+        child = finished()[0].context
+        assert type(child) is SpanContext
+        assert child == SpanContext(child.trace_id, child.span_id, False,
+                                    parent.context.trace_flags, parent.context.trace_state)
+        assert child.is_valid and child.span_id != parent.context.span_id
+        if ids == "custom":
+            assert child.span_id == 42
+        exporter.shutdown()

@@ -28,11 +28,14 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from operator import attrgetter
+from random import getrandbits
 from typing import Any, cast
 
 __all__ = [
+    "BAGGAGE_KEY",
     "PRIVATE_FIELDS",
     "SHAPE_PROBLEM",
+    "SPAN_KEY",
     "SPAN_FIELDS",
     "attribute_store",
     "attributes_of",
@@ -283,8 +286,39 @@ try:
     from opentelemetry.sdk.trace import ReadableSpan as _ReadableSpan
     from opentelemetry.trace import SpanContext as _SpanContext
     from opentelemetry.trace import SpanKind as _SpanKind
+    from opentelemetry.trace import TraceFlags as _TraceFlags
 except ImportError:  # pragma: no cover - the SDK is a core dependency
-    _Bounded = _ReadableSpan = _SpanContext = _SpanKind = None  # type: ignore[assignment,misc]
+    _Bounded = _ReadableSpan = _SpanContext = _SpanKind = _TraceFlags = None  # type: ignore[assignment,misc]
+
+try:  # the API's context keys, for a context read as the dict it is (``_inject``)
+    from opentelemetry.baggage import _BAGGAGE_KEY
+    from opentelemetry.trace.propagation import _SPAN_KEY
+except ImportError:  # pragma: no cover - an API without them: its functions are used
+    _BAGGAGE_KEY = _SPAN_KEY = None  # type: ignore[assignment]
+
+#: The keys under which a context holds its baggage and its span (None where not found).
+BAGGAGE_KEY: Any = _BAGGAGE_KEY
+SPAN_KEY: Any = _SPAN_KEY
+
+try:
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator as _RandomIds
+except ImportError:  # pragma: no cover - the SDK is a core dependency
+    _RandomIds = None  # type: ignore[assignment,misc]
+
+
+def _context_is_its_tuple() -> bool:
+    """Whether a ``SpanContext`` is the tuple ``(trace_id, span_id, is_remote, trace_flags,
+    trace_state, is_valid)`` its constructor builds (so a child's can be built as that tuple,
+    without the constructor's Python call)."""
+    try:
+        flags = _TraceFlags(1)
+        probe = _SpanContext(5, 6, False, flags, None)
+        return tuple(probe) == (5, 6, False, flags, probe.trace_state, True)
+    except Exception:  # noqa: BLE001 - any surprise: the constructor
+        return False
+
+
+_CONTEXT_TUPLE = _SpanContext is not None and _context_is_its_tuple()
 
 
 def _plain(values: Any) -> bool:
@@ -360,15 +394,25 @@ def emit_finished_children(tracer: Any, parent: Any, children: Any, attributes: 
         return False
     # (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid), unpacked in C: its
     # properties are a Python call each.
-    trace_id, _span_id, _remote, flags, state, _valid = context
+    trace_id, _span_id, _remote, flags, state, valid = context
     if not flags & 0x01:  # not sampled
         return False
     scope = getattr(tracer, "_instrumentation_scope", None)
     info = getattr(tracer, "instrumentation_info", None)
+    # The SDK's default generator's ids drawn as it draws them, and each child's context
+    # built as the tuple it is (the parent's trace valid, a non-zero id): two Python calls
+    # a child span less.
+    draw = getrandbits if type(ids) is _RandomIds and _CONTEXT_TUPLE else None
     new_id = ids.generate_span_id
     for name, start, end in children:
+        if draw is not None:
+            span_id = draw(64) or new_id()
+            child = tuple.__new__(_SpanContext, (trace_id, span_id, False, flags, state,
+                                                 valid))
+        else:
+            child = _SpanContext(trace_id, new_id(), False, flags, state)
         on_end(_ReadableSpan(
-            name, _SpanContext(trace_id, new_id(), False, flags, state), context, resource,
+            name, child, context, resource,
             attributes, kind=_SpanKind.INTERNAL, instrumentation_info=info,
             start_time=start, end_time=end, instrumentation_scope=scope))
     return True

@@ -70,10 +70,12 @@ AGENTS = [
 
 # In .venv-frameworks: the frameworks' own execute_tool spans.
 FRAMEWORK_AGENTS = [
-    # Gemini generateContent through google-genai.
+    # Gemini generateContent through google-genai.  ADK's own execute_tool span holds its
+    # work around the function (the call's events and their models): 15-19 ms beyond the
+    # tool's code here with a plain OpenTelemetry SDK and no agent-latency at all (CI: 27).
     Agent("google-adk", ("{python}", "{agents}/adk_lookup.py"), SCRIPT, (),
           env={"GOOGLE_GEMINI_BASE_URL": "{server}", "GEMINI_API_KEY": "sim"},
-          **LOOKUP),
+          **{**LOOKUP, "tool_time_tolerance": 0.03}),
     # OpenAIChatCompletionClient: chat completions through the openai SDK.
     Agent("autogen", ("{python}", "{agents}/autogen_lookup.py"), SCRIPT, (), **LOOKUP),
     # Strands' OpenAIModel: streamed chat completions through the openai SDK.

@@ -24,7 +24,7 @@ import openai
 import pytest
 from llm_helpers import one_llm_span
 from machine_load import busy_slack
-from truth_log import close, served, truth_of
+from truth_log import close, close_to, received_at, served, server_prefill, truth_of
 
 from agent_latency import semconv
 from agent_latency.simulator import SimulatorConfig, SimulatorProcess
@@ -51,10 +51,10 @@ def sim() -> Iterator[SimulatorProcess]:
 
 def check_against_truth(span: Any, truth: dict[str, Any]) -> None:
     a = span.attributes
-    prefill = truth["first_token_at_mono"] - truth["started_at_mono"]
+    prefill = server_prefill(truth)
     output = truth["last_token_at_mono"] - truth["first_token_at_mono"]
     seen = {k: v for k, v in a.items() if k.startswith("agent_latency.llm.")}
-    assert close(a[semconv.LLM_PREFILL], prefill), (a[semconv.LLM_PREFILL], prefill, seen)
+    assert close_to(a[semconv.LLM_PREFILL], prefill), (a[semconv.LLM_PREFILL], prefill, seen)
     assert close(a[semconv.LLM_OUTPUT_GENERATION], output), (
         a[semconv.LLM_OUTPUT_GENERATION], output, seen)
 
@@ -100,7 +100,7 @@ def prefill_of(sim: SimulatorProcess, client: openai.OpenAI) -> float:
         pass
     # (the server writes its record just after the response: waited for)
     record = max(served(sim, before + 1), key=lambda r: r["started_at_mono"])
-    return float(record["first_token_at_mono"] - record["started_at_mono"])
+    return float(record["first_token_at_mono"] - received_at(record))
 
 
 class TestGarbageCollection:
@@ -133,7 +133,7 @@ class TestGarbageCollection:
             # of the stream's own to date the first token by, TestCollectionThroughTheStream's
             # case: its bound holds the truth.
             seen = span.attributes[semconv.LLM_PREFILL]
-            truth_prefill = truth["first_token_at_mono"] - truth["started_at_mono"]
+            truth_prefill = truth["first_token_at_mono"] - received_at(truth)
             bound = span.attributes[semconv.LLM_FIRST_TOKEN_BOUND]
             assert abs(seen - truth_prefill) <= bound + 0.005 + busy_slack(), (seen, bound)
             return
@@ -220,7 +220,7 @@ class TestCollectionThroughTheStream:
         if not pause["start"] < truth["first_token_at_mono"] < truth["last_token_at_mono"] \
                 < pause["end"]:
             pytest.skip("the collection did not hold the whole stream")
-        prefill = truth["first_token_at_mono"] - truth["started_at_mono"]
+        prefill = truth["first_token_at_mono"] - received_at(truth)
         output = truth["last_token_at_mono"] - truth["first_token_at_mono"]
         # The span's figures: within the first token's bound (and the server's write time).
         bound = a[semconv.LLM_FIRST_TOKEN_BOUND]

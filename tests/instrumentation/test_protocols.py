@@ -242,3 +242,54 @@ class TestSdkLayerProvider:
         call = LLMCall(CHAT, Settings(), "m", {}, streaming=False, server=(host, 443))
         call.span.end()
         assert call.provider == provider
+
+
+class TestServerTimings:
+    """OpenAI-compatible servers' own timings are read from each shape they come in."""
+
+    @staticmethod
+    def _read(body_extra: object, usage_extra: object = None) -> object:
+        from types import SimpleNamespace
+
+        from agent_latency.instrumentation.llm._info import Info
+        from agent_latency.instrumentation.protocols.openai import server_body_timing
+
+        info = Info()
+        usage = SimpleNamespace(model_extra=usage_extra)
+        server_body_timing(info, SimpleNamespace(model_extra=body_extra), usage)
+        return info
+
+    def test_vllm_metrics(self) -> None:
+        info = self._read({"metrics": {"generation_time_ms": 40.0,
+                                       "time_to_first_token_ms": 10.0, "queue_time_ms": 2.0}})
+        assert (info.server_generation, info.server_prefill, info.server_queue) == (
+            pytest.approx(0.04), pytest.approx(0.01), pytest.approx(0.002))
+
+    def test_groq_usage(self) -> None:
+        info = self._read({}, {"completion_time": 0.5, "prompt_time": 0.1,
+                               "queue_time": 0.01, "total_time": 0.61})
+        assert (info.server_generation, info.server_prefill, info.server_queue,
+                info.server_total) == (0.5, 0.1, 0.01, 0.61)
+
+    def test_groq_stream_under_x_groq(self) -> None:
+        info = self._read({"x_groq": {"usage": {"completion_time": 0.3, "prompt_time": 0.2}}})
+        assert (info.server_generation, info.server_prefill) == (0.3, 0.2)
+
+    def test_cerebras_time_info(self) -> None:
+        info = self._read({"time_info": {"completion_time": 0.7, "prompt_time": 0.05}})
+        assert (info.server_generation, info.server_prefill) == (0.7, 0.05)
+
+    def test_any_mapping_type(self) -> None:
+        from types import MappingProxyType
+
+        info = self._read(MappingProxyType({"time_info": MappingProxyType(
+            {"completion_time": 0.7, "prompt_time": 0.05})}))
+        assert (info.server_generation, info.server_prefill) == (0.7, 0.05)
+
+    @pytest.mark.parametrize("body_extra, usage_extra", [
+        (None, None), ({}, {}), ({"metrics": "odd"}, ["odd"]), ({"x_groq": {"id": "x"}}, None),
+    ], ids=["none", "empty", "odd-shapes", "no-timings"])
+    def test_nothing_reported(self, body_extra: object, usage_extra: object) -> None:
+        info = self._read(body_extra, usage_extra)
+        assert (info.server_generation, info.server_prefill, info.server_queue,
+                info.server_total) == (None, None, None, None)

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import pytest
 from llm_helpers import calls_in_order, sockets_instrumented
 from opentelemetry.trace import StatusCode
-from truth_log import close, served
+from truth_log import close, close_to, served, server_prefill
 
 from agent_latency import semconv
 from agent_latency.instrumentation.llm.sockets import SocketsInstrumentor
@@ -82,9 +82,9 @@ def _streamed_truth(span: Any, sim: SimulatorProcess) -> None:
     a = span.attributes
     record = next(r for r in sim.truth
                   if r["traceparent"].split("-")[2] == format(span.context.span_id, "016x"))
-    prefill = record["first_token_at_mono"] - record["started_at_mono"]
+    prefill = server_prefill(record)
     output = record["last_token_at_mono"] - record["first_token_at_mono"]
-    assert close(a[semconv.LLM_PREFILL], prefill), (a[semconv.LLM_PREFILL], prefill)
+    assert close_to(a[semconv.LLM_PREFILL], prefill), (a[semconv.LLM_PREFILL], prefill)
     assert close(a[semconv.LLM_OUTPUT_GENERATION], output)
 
 

@@ -320,9 +320,8 @@ class TestKernelStamps:
         client, server = pair
         arrivals = Arrivals(client)
 
-        def unstamped(fd: int, family: int,
-                      looks: object = None) -> tuple[int, float | None] | None:
-            got = _kernel.peek_queued(fd, family, looks)
+        def unstamped(fd: int, family: int) -> tuple[int, float | None] | None:
+            got = _kernel.peek_queued(fd, family)
             return None if got is None else (got[0], None)
 
         monkeypatch.setattr(_arrivals, "peek_queued", unstamped)
@@ -332,6 +331,86 @@ class TestKernelStamps:
         assert arrivals.observe() == len(event(1))
         assert arrivals.kind == [1] and arrivals.cum == [arrivals.consumed + len(event(1))]
         assert before <= arrivals.t[0] <= perf_counter() and arrivals.t[0] > sent[1]
+
+    def test_a_segment_landing_during_the_look_is_counted_with_the_stamp(self, pair) -> None:
+        """The look before a peek lets the GIL go, and a thread busy in Python keeps it for
+        the switch interval: a segment landing then is in the peek, its stamp the newest.
+        The count the stamp is filed under is read after the look, so it covers that
+        segment (read before it, CI filed the next token's stamp under the first token's
+        bytes: a first token 10 ms late at 100 tokens/s)."""
+        client, server = pair
+        arrivals = Arrivals(client)
+        real_looks = arrivals.looks
+        assert real_looks is not None
+        sends: list[tuple[float, float]] = []
+
+        class SlowLook:
+            def poll(self, timeout: float) -> Any:
+                if len(sends) == 1:  # the next token lands while the look waits
+                    sends.append(timed_send(server, event(2)))
+                    time.sleep(0.01)
+                return real_looks.poll(timeout)
+
+        arrivals.looks = SlowLook()
+        sends.append(timed_send(server, event(1)))
+        time.sleep(0.01)
+        assert arrivals.observe() == len(event(1)) + len(event(2))
+        assert arrivals.cum == [arrivals.consumed + len(event(1)) + len(event(2))]
+        assert arrivals.kind == [0] and within(arrivals.t[0], sends[1])
+
+    def test_a_segment_landing_during_the_peek_is_counted_with_the_stamp(self, pair,
+                                                                         monkeypatch) -> None:
+        """The peek's system call lets the GIL go, and a busy thread may then keep the core
+        too: a segment landing between the count and the peek is in the peek, its stamp the
+        newest.  The count is read again after the peek, and the stamp filed under the
+        bytes it covers (under the first count, CI dated a first token a token late)."""
+        from agent_latency.instrumentation.net import _arrivals
+
+        client, server = pair
+        real_peek = _arrivals.peek_queued
+        sends: list[tuple[float, float]] = []
+
+        def late_peek(fd: int, family: int) -> Any:
+            if len(sends) == 1:  # the next token lands between the count and the peek
+                sends.append(timed_send(server, event(2)))
+                time.sleep(0.01)
+            return real_peek(fd, family)
+
+        monkeypatch.setattr(_arrivals, "peek_queued", late_peek)
+        arrivals = Arrivals(client)
+        arrivals.looks = None
+        sends.append(timed_send(server, event(1)))
+        time.sleep(0.01)
+        assert arrivals.observe() == len(event(1)) + len(event(2))
+        assert arrivals.cum == [arrivals.consumed + len(event(1)) + len(event(2))]
+        assert arrivals.kind == [0] and within(arrivals.t[0], sends[1])
+
+    def test_segments_landing_at_every_peek_leave_a_bound(self, pair, monkeypatch) -> None:
+        """Where segments keep landing between every count and peek, the last peek's stamp
+        is a later byte's: the bytes counted before it were there by then, a bound (a read's
+        kind), never an arrival measured."""
+        from agent_latency.instrumentation.net import _arrivals
+
+        client, server = pair
+        real_peek = _arrivals.peek_queued
+        sent: list[tuple[float, float]] = []
+
+        def busy_peek(fd: int, family: int) -> Any:
+            sent.append(timed_send(server, event(len(sent) + 1)))
+            time.sleep(0.005)
+            return real_peek(fd, family)
+
+        monkeypatch.setattr(_arrivals, "peek_queued", busy_peek)
+        arrivals = Arrivals(client)
+        arrivals.looks = None
+        timed_send(server, event(0))
+        time.sleep(0.005)
+        arrivals.observe()
+        assert len(sent) == _arrivals._SAME_INSTANT_TRIES
+        # (counted before the last peek: all but the segment sent in it)
+        last = sum(len(event(n)) for n in range(len(sent)))
+        assert arrivals.cum == [arrivals.consumed + last] and arrivals.kind == [1]
+        assert within(arrivals.t[0], sent[-1])
 
     def test_bytes_landing_as_the_connection_is_followed(self, pair, monkeypatch) -> None:
         """What the reader had taken when following began is the received count less the
@@ -465,9 +544,10 @@ class TestKernelStamps:
                     reads.append(name)
                 return getattr(self.view, name)
 
-        original_view = _kernel._view
-        monkeypatch.setattr(_kernel, "_view", lambda *a: CountingView(original_view(*a)))
-        assert _kernel.peek_queued(fd, family, looks) is None
+        original_socket = _kernel._C_SOCKET
+        monkeypatch.setattr(_kernel, "_C_SOCKET",
+                            lambda *a: CountingView(original_socket(*a)))
+        assert not _kernel.has_queued(looks)
         assert _kernel.last_transmitted(fd, family, looks) is None
         assert reads == []
         # Without the look the same answers cost a failing read each.
@@ -477,7 +557,8 @@ class TestKernelStamps:
         reads.clear()
         sent = timed_send(server, event(1))
         time.sleep(0.01)
-        got = _kernel.peek_queued(fd, family, looks)
+        assert _kernel.has_queued(looks)
+        got = _kernel.peek_queued(fd, family)
         assert got is not None and got[0] == len(event(1)) and got[1] is not None
         assert within(got[1], sent)
         _kernel.transmit_stamps(client, True)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from aiohttp_streams import open_stream
 from machine_load import busy_slack
-from truth_log import close, truth_of
+from truth_log import close, received_at, truth_of
 
 from agent_latency import semconv
 from agent_latency.instrumentation.llm import _rates
@@ -198,7 +198,7 @@ def check(otel: Any, sim: SimulatorProcess, away: tuple[float, float],
     if not away[0] < first < away[1] - 0.2:
         pytest.skip("the first token did not land while the client was away (0.2 s before "
                     "its return)")
-    prefill = first - truth["started_at_mono"]
+    prefill = first - received_at(truth)
     output = last - first
     seen = {k: v for k, v in a.items() if k.startswith("agent_latency.llm.")}
     sources = (a[semconv.LLM_FIRST_TOKEN_SOURCE], a[semconv.LLM_LAST_TOKEN_SOURCE])
@@ -207,7 +207,7 @@ def check(otel: Any, sim: SimulatorProcess, away: tuple[float, float],
     assert sources[0] in ("measured", "estimated"), sources
     assert sources[1] in ("measured", "estimated", "read"), sources
     assert close(a[semconv.LLM_PREFILL], prefill), (
-        a[semconv.LLM_PREFILL], prefill, truth["first_token_at_mono"] - truth["started_at_mono"],
+        a[semconv.LLM_PREFILL], prefill, truth["first_token_at_mono"] - received_at(truth),
         seen)
     assert close(a[semconv.LLM_OUTPUT_GENERATION], output), (
         a[semconv.LLM_OUTPUT_GENERATION], output, seen)
@@ -311,7 +311,7 @@ class TestRequests:
         assert followed == ["urllib3"]
         a = one_call(otel).attributes
         truth = truth_of(sim, a[semconv.LLM_SERVER_REQUEST_ID])
-        server = truth["last_token_at_mono"] - truth["started_at_mono"]
+        server = truth["last_token_at_mono"] - received_at(truth)
         ours = a[semconv.LLM_PREFILL] + a[semconv.LLM_OUTPUT_GENERATION]
         assert close(ours, server), (ours, server)
 

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from aiohttp_streams import open_stream
 from loopback import ThreadedServer
+from machine_load import busy_slack
 
 from agent_latency import semconv
 
@@ -49,7 +50,10 @@ READ_SIZE, READ_EVERY = 16 << 10, 0.010
 # the write returns at once and the kernel sends the body at the server's pace.
 SEND_BUFFERS = {"blocking-write": 64 << 10, "buffered-write": 4 << 20}
 # The writer's CPU: encoding and copying a 1 MiB body and the client's own work take tens of
-# milliseconds; the spin took 0.35 s of a 0.9 s upload.
+# milliseconds; the spin took 0.35 s of a 0.9 s upload.  On a busy machine the same work
+# costs more CPU (caches and cores shared): 0.154 s once with two busy loops and three
+# suites beside it, so the bound grows by a third of ``busy_slack`` there: 0.20 s, still
+# well under the 0.35 s the spin took.
 CPU_BOUND = 0.15
 _CHUNK = ('data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m",'
           '"choices":[{"index":0,"delta":%s,"finish_reason":%s}]}\n\n')
@@ -125,7 +129,7 @@ def check(otel: Any, cpu: float) -> None:
     upload = call.attributes[semconv.LLM_UPLOAD]
     phases = {attr: call.attributes[attr] for attr, _, _ in semconv.LLM_PHASES}
     assert upload > 0.3, phases
-    assert cpu < CPU_BOUND, (cpu, upload)
+    assert cpu < CPU_BOUND + busy_slack() / 3, (cpu, upload)
 
 
 def measure(otel: Any, call: Callable[[dict[str, Any]], None]) -> None:

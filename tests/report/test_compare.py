@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from machine_load import busy_slack
+from machine_load import OthersCpu, busy_slack
 
 from agent_latency import semconv
 from agent_latency.report._compare import compare_tasks, mann_whitney_rank, shift
@@ -71,12 +71,28 @@ def _record_interleaved(sets: dict[Path, float], runs: int = RUNS) -> dict[Path,
                 proc.wait()
 
 
+class Recordings(dict[str, tuple[Path, list[float]]]):
+    """Each set's trace directory and truth by name, and ``others``: what the rest of the
+    machine used of the CPUs while they were recorded (cores; None where unknown)."""
+
+    others: float | None = None
+
+
+# The rest of the machine used less than this share of a core while the sets were recorded:
+# the recorders' own time (the client's CPU, ``other``) is alike in each.
+QUIET_OTHERS = 0.1
+
+
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory) -> dict[str, tuple[Path, list[float]]]:
+def recorded(tmp_path_factory) -> Recordings:
     root = tmp_path_factory.mktemp("compare")
     sets = {"slow": SLOW_TPS, "fast": FAST_TPS, "fast2": FAST_TPS}
-    truths = _record_interleaved({root / name: tps for name, tps in sets.items()})
-    return {name: (root / name / ".agent-latency", truths[root / name]) for name in sets}
+    with OthersCpu() as others:
+        truths = _record_interleaved({root / name: tps for name, tps in sets.items()})
+    recordings = Recordings(
+        {name: (root / name / ".agent-latency", truths[root / name]) for name in sets})
+    recordings.others = others.share
+    return recordings
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -132,11 +148,18 @@ class TestCompareOnTheSimulator:
         truth = shift(fast_truth, fast2_truth)
         output = task["metrics"]["output_generation"]
         assert output["estimate"] == pytest.approx(truth.estimate, abs=0.005), (output, truth)
+        # Another program on the cores while they ran (a test beside this one) slows each
+        # recorder's own work as it comes and goes: their client time (``other``: 42.6
+        # against 31.8 ms, medians, beside two tests) then differs for real, and so may
+        # the wall time around it.
+        loaded = recorded.others is not None and recorded.others >= QUIET_OTHERS
+        client = {"other", "wall"} if loaded else set()
         margin = (truth.high - truth.low) / 5  # a truth near the edge may go either way
         if truth.low < -margin and truth.high > margin:
-            assert significant == {}, (significant, truth)
+            assert set(significant) <= client, (significant, truth, recorded.others)
         else:
-            assert set(significant) <= {"output_generation", "wall"}, (significant, truth)
+            assert set(significant) <= {"output_generation", "wall"} | client, (
+                significant, truth, recorded.others)
 
     def test_text_output_names_the_verdict(self, recorded):
         result = _cli(str(recorded["slow"][0]), str(recorded["fast"][0]))

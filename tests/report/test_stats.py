@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 
 import pytest
@@ -56,3 +57,23 @@ class TestSummarize:
     def test_empty(self) -> None:
         assert summarize([]) == {"count": 0, "p50": None, "p95": None, "p99": None,
                                  "max": None, "mean": None}
+
+
+class TestMeanOfHugeValues:
+    """A mean whose sum overflows a float is still the mean (a fuzzed trace found it)."""
+
+    def test_two_values_near_the_largest_float(self) -> None:
+        big = 8.988465674311579e307
+        assert summarize([big, big])["mean"] == big
+
+    def test_both_infinities_have_no_mean(self) -> None:
+        out = summarize([math.inf, -math.inf])
+        assert out["count"] == 2 and math.isnan(out["mean"])  # type: ignore[arg-type]
+
+    @given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1))
+    def test_mean_within_the_values(self, values: list[float]) -> None:
+        mean = summarize(values)["mean"]
+        assert isinstance(mean, float) and math.isfinite(mean)
+        low, high = min(values), max(values)
+        # (within the values, up to the rounding of a division: a few units in the last place)
+        assert low - 4 * math.ulp(low) <= mean <= high + 4 * math.ulp(high)

@@ -64,5 +64,17 @@ def summarize(values: Iterable[float]) -> dict[str, float | int | None]:
     for q, key in PERCENTILES:
         out[key] = _sorted_percentile(ordered, q)
     out["max"] = float(ordered[-1]) if ordered else None
-    out["mean"] = math.fsum(ordered) / len(ordered) if ordered else None
+    out["mean"] = _mean(ordered) if ordered else None
     return out
+
+
+def _mean(values: list[float]) -> float:
+    n = len(values)
+    try:
+        return math.fsum(values) / n
+    except OverflowError:
+        # Finite values whose sum is beyond a float (a trace's 9e307 tokens/s, twice): each
+        # share first, so the sum stays within the largest of them.
+        return math.fsum(v / n for v in values)
+    except ValueError:  # both infinities: no mean
+        return math.nan

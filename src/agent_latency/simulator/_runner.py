@@ -15,6 +15,7 @@ from ._app import build_app
 from ._config import SimulatorConfig
 from ._kernel_delay import KernelDelay
 from ._proxy import DelayProxy
+from ._receive_stamps import StampedSocket, stamp_reads
 from ._state import ServerState
 from ._timing import AdmissionGate
 from ._truth import TruthLog
@@ -29,16 +30,56 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+class _DatedReads(asyncio.Protocol):
+    """aiohttp's protocol for one connection, behind one that dates each read
+    (:meth:`ServerState.bytes_read`: when its newest byte reached the server, by the
+    kernel's receive stamp where :func:`stamp_reads` could keep it); everything else is
+    passed through."""
+
+    __slots__ = ("_inner", "_stamped", "_state", "_transport")
+
+    def __init__(self, inner: asyncio.Protocol, state: ServerState) -> None:
+        self._inner = inner
+        self._state = state
+        self._transport: asyncio.BaseTransport | None = None
+        self._stamped: StampedSocket | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+        self._stamped = stamp_reads(transport)
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        stamped = self._stamped
+        arrived = stamped.arrived if stamped is not None else None
+        self._state.bytes_read(self._transport,
+                               arrived if arrived is not None else time.perf_counter())
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+
 class RunningServer:
     """A started simulator inside the current event loop (see :func:`start_server`)."""
 
-    __slots__ = ("_kernel", "_proxy", "_runner", "port", "state", "upstream_port")
+    __slots__ = ("_kernel", "_listener", "_proxy", "_runner", "port", "state", "upstream_port")
 
-    def __init__(self, state: ServerState, runner: web.AppRunner, port: int,
-                 upstream_port: int, proxy: DelayProxy | None,
+    def __init__(self, state: ServerState, runner: web.AppRunner, listener: asyncio.Server,
+                 port: int, upstream_port: int, proxy: DelayProxy | None,
                  kernel: KernelDelay | None) -> None:
         self.state = state
         self._runner = runner
+        self._listener = listener
         self.port = port
         self.upstream_port = upstream_port
         self._proxy = proxy
@@ -55,6 +96,7 @@ class RunningServer:
             self._kernel.stop()
         if self._proxy is not None:
             await self._proxy.close()
+        self._listener.close()
         await self._runner.cleanup()
         self.state.clock.close()
 
@@ -69,12 +111,13 @@ async def start_server(config: SimulatorConfig, truth: TruthLog | None = None) -
     host = _bind_host(config.host)
     proxy = kernel = None
     use_proxy = config.rtt_ms > 0 and not config.kernel_delay
-    site = web.TCPSite(runner, host, 0 if use_proxy else config.port, reuse_address=True)
-    await site.start()
-    server = site._server
-    assert server is not None
-    # aiohttp types it AbstractServer: the asyncio.Server start_server gave it has sockets.
-    upstream = int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]  # see above
+    handlers = runner.server
+    assert handlers is not None  # (set up above)
+    # aiohttp's TCPSite, with each connection's protocol behind one that dates its reads.
+    listener = await asyncio.get_running_loop().create_server(
+        lambda: _DatedReads(handlers(), state), host, 0 if use_proxy else config.port,
+        reuse_address=True)
+    upstream = int(listener.sockets[0].getsockname()[1])
     port = upstream
     try:
         if use_proxy:
@@ -85,9 +128,10 @@ async def start_server(config: SimulatorConfig, truth: TruthLog | None = None) -
             kernel = KernelDelay(upstream, config.rtt_ms / 1000.0)
             kernel.start()
     except BaseException:
+        listener.close()
         await runner.cleanup()
         raise
-    return RunningServer(state, runner, port, upstream, proxy, kernel)
+    return RunningServer(state, runner, listener, port, upstream, proxy, kernel)
 
 
 class Simulator:

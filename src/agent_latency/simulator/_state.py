@@ -17,8 +17,8 @@ from ._truth import TruthLog, TruthRecord
 class ServerState:
     """Everything the request handlers of one simulator share."""
 
-    __slots__ = ("_conn_ids", "_connections", "capacity", "clock", "config", "faults",
-                 "gate", "script", "truth")
+    __slots__ = ("_conn_ids", "_connections", "_last_reads", "capacity", "clock", "config",
+                 "faults", "gate", "script", "truth")
 
     def __init__(self, config: SimulatorConfig, truth: TruthLog | None = None) -> None:
         self.config = config
@@ -33,6 +33,17 @@ class ServerState:
         self._connections: weakref.WeakKeyDictionary[Any, list[int]] = (
             weakref.WeakKeyDictionary()
         )
+        # transport -> when the newest byte read off it reached the server (``bytes_read``)
+        self._last_reads: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    def bytes_read(self, transport: Any, arrived: float) -> None:
+        """Bytes were read off ``transport``'s socket, the newest of them on the host at
+        ``arrived`` (``perf_counter`` seconds): the next truth record made on it has the
+        newest such time, when the request's last byte reached the server."""
+        try:
+            self._last_reads[transport] = arrived
+        except TypeError:
+            pass  # not weakly referable: no mark
 
     def new_record(self, api: str, model: str, stream: bool, transport: Any,
                    kind: str = "http") -> TruthRecord:
@@ -44,6 +55,7 @@ class ServerState:
         entry = None
         if transport is not None:
             try:
+                rec.received_at_mono = self._last_reads.pop(transport, None)
                 entry = self._connections.get(transport)
                 if entry is None:
                     entry = self._connections[transport] = [next(self._conn_ids), 0]

@@ -2,7 +2,11 @@
 
 Wall-clock fields (``*_at``) are ``time.time()`` seconds; each has a ``*_at_mono`` twin
 from ``time.perf_counter()`` (CLOCK_MONOTONIC, comparable across processes on Linux).
-``started_at`` is when the request body had been fully received. For streams
+``received_at_mono`` is when the request's last byte reached the server (the kernel's
+receive stamp of the newest byte of the last read before the record), and ``started_at``
+when its handler had the request parsed (a loaded machine can hold the server milliseconds
+between the two: server time a client sees before the first token, where
+``first_token_at - started_at`` does not).  For streams
 ``first_token_at``/``last_token_at`` are when the first/last chunk carrying an output token
 was handed to the socket; for non-streaming responses they are when those tokens were
 generated, and ``response_written_at`` is when the body was handed to the socket.
@@ -18,7 +22,8 @@ from typing import Any
 
 _FIELDS = (
     "request_id", "api", "model", "stream", "status", "input_tokens", "output_tokens",
-    "queue_s", "prefill_s", "output_generation_s", "started_at", "started_at_mono",
+    "queue_s", "prefill_s", "output_generation_s", "received_at_mono", "started_at",
+    "started_at_mono",
     "prefill_started_at", "prefill_started_at_mono", "first_token_at", "first_token_at_mono",
     "first_token_write_mono", "last_token_at", "last_token_at_mono", "last_token_write_mono",
     "response_written_at", "response_written_at_mono",
@@ -44,6 +49,9 @@ class TruthRecord:
     queue_s: float | None
     prefill_s: float | None
     output_generation_s: float | None
+    # When the request's last byte reached the server (None where no socket is seen: the
+    # in-process handlers' tests).
+    received_at_mono: float | None
     # Marked when the record is made / when prefill starts, before anything reads them.
     started_at: float
     started_at_mono: float

@@ -27,7 +27,7 @@ from ..._pauses import PAUSES
 from ..net import CURRENT
 from ..protocols import Endpoint
 from ._call import LLMCall, Settings
-from ._stream import class_has, wrap_stream
+from ._stream import STREAM, TRAITS, traits_of, wrap_stream
 
 #: ``request_of(instance, args, kwargs) -> (request, streaming)``: the request's parameters
 #: (model, messages, ``stream`` …) and whether it streams (None: from ``request["stream"]``).
@@ -97,7 +97,10 @@ def handle_result(call: LLMCall, result: Any, request: Mapping[str, Any],
         if FAULTS:
             fault("llm.result")
         cls = type(result)
-        if class_has(cls, "__next__") or class_has(cls, "__anext__"):
+        traits = TRAITS.get(cls)
+        if traits is None:
+            traits = traits_of(cls)
+        if traits & STREAM:
             wrapped = wrap_stream(result, call)
             if wrapped is not result:
                 return wrapped

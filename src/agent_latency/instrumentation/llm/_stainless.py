@@ -24,7 +24,15 @@ from ..net import CURRENT
 from ..protocols import Endpoint
 from ._call import LLMCall, Settings
 from ._invoke import Hooks, Inside, call_wrapper, invoke, start_call
-from ._stream import _guard, class_has, is_async_stream, is_sync_stream, wrap_stream
+from ._stream import (
+    RAW,
+    TRAITS,
+    _guard,
+    is_async_stream,
+    is_sync_stream,
+    traits_of,
+    wrap_stream,
+)
 
 _RAW_HEADER = "X-Stainless-Raw-Response"
 
@@ -58,7 +66,11 @@ def _raw_mode(request: Mapping[str, Any]) -> str | None:
 
 def adapt(call: LLMCall, result: Any, request: Mapping[str, Any]) -> Any:
     """Raw responses: watched until the program parses or closes them; otherwise None."""
-    if not (class_has(type(result), "parse") and hasattr(result, "http_response")):
+    cls = type(result)
+    traits = TRAITS.get(cls)
+    if traits is None:
+        traits = traits_of(cls)
+    if not (traits & RAW and hasattr(result, "http_response")):
         return None
     if call.streaming or _raw_mode(request) == "stream":
         return RawResponse(result, call)

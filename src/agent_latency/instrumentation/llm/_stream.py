@@ -366,6 +366,25 @@ def class_has(cls: type, name: str) -> bool:
     return has
 
 
+#: What a result's class is, as bits: a stream (``__next__`` or ``__anext__``), a raw
+#: response (``parse``).
+STREAM = 1
+RAW = 2
+#: The bits of each class seen (:func:`traits_of`): read with ``.get`` first, inline, by the
+#: hot path (a result is looked at on every call).
+TRAITS: dict[type, int] = {}
+
+
+def traits_of(cls: type) -> int:
+    """The :data:`STREAM` and :data:`RAW` bits of ``cls``, remembered in :data:`TRAITS`."""
+    traits = ((STREAM if class_has(cls, "__next__") or class_has(cls, "__anext__") else 0)
+              | (RAW if class_has(cls, "parse") else 0))
+    if len(TRAITS) >= 512:
+        TRAITS.clear()
+    TRAITS[cls] = traits
+    return traits
+
+
 def is_sync_stream(obj: Any) -> bool:
     """A sync stream: its type defines ``__next__`` (a pydantic model only ``__iter__``)."""
     return class_has(type(obj), "__next__")

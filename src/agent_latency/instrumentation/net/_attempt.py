@@ -13,7 +13,7 @@ from time import perf_counter, thread_time
 from typing import Any
 
 from ... import semconv
-from ..._headers import header
+from ..._headers import header_values
 from ._kernel import socket_of, tcp_info_close, tcp_info_rtt
 
 RTT_TCP_INFO = semconv.RTT_SOURCE_TCP_INFO
@@ -26,6 +26,9 @@ _last_rtt: dict[tuple[str, int], float] = {}
 # Bytes the kernel counted on each socket at the end of the last attempt seen on it (so an
 # attempt on a pooled connection gets its own share); bounded.
 _last_bytes: dict[int, tuple[int, int]] = {}
+
+#: A response's request id, by the names servers give it (the first found wins).
+_REQUEST_ID_HEADERS = (b"x-request-id", b"request-id")
 
 
 class Attempt:
@@ -182,7 +185,8 @@ class Attempt:
         self.response = response
         self.status = int(getattr(response, "status_code", 0) or 0)
         headers = response.headers
-        self.request_id = header(headers, "x-request-id") or header(headers, "request-id")
+        request_id, other_name = header_values(headers, _REQUEST_ID_HEADERS)
+        self.request_id = request_id or other_name
         if self.t_headers is None:
             self.t_headers = self.t_return
         if self.stream is None:

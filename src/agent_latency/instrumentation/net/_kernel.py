@@ -107,21 +107,28 @@ class Clock:
     """CLOCK_REALTIME nanoseconds to ``perf_counter`` seconds (CLOCK_MONOTONIC on Linux).
 
     The offset between the two clocks is read once and again every minute (a clock step or
-    an NTP slew moves it): the read is two clock calls, a microsecond apart.
+    an NTP slew moves it): the read is two clock calls, a microsecond apart.  The readers
+    of the kernel's stamps convert inline (``checked``, ``refresh``, ``offset``): a method
+    call per stamp was a tenth of a look's cost.
     """
 
-    __slots__ = ("_checked", "_offset")
+    __slots__ = ("checked", "offset")
 
     def __init__(self) -> None:
-        self._checked = -1e18
-        self._offset = 0.0
+        self.checked = -1e18
+        self.offset = 0.0
+
+    def refresh(self, now: float) -> None:
+        """Read the offset again (``now``: ``perf_counter()``)."""
+        self.offset = time.time_ns() / 1e9 - time.perf_counter()
+        self.checked = now
 
     def perf(self, realtime_ns: int) -> float:
+        """``realtime_ns`` on the ``perf_counter`` clock."""
         now = time.perf_counter()
-        if now - self._checked > 60.0:
-            self._offset = time.time_ns() / 1e9 - time.perf_counter()
-            self._checked = now
-        return realtime_ns / 1e9 - self._offset
+        if now - self.checked > 60.0:
+            self.refresh(now)
+        return realtime_ns / 1e9 - self.offset
 
 
 CLOCK = Clock()
@@ -151,11 +158,11 @@ def family_of(sock: Any) -> int:
         return getattr(sock, "family", socket.AF_INET)
 
 
-def _view(fd: int, family: int) -> Any:
-    """A socket object over the program's ``fd`` for one look: the C type, never a
-    monkey-patched ``socket.socket`` (gevent's waits on its hub for a would-block
-    ``MSG_DONTWAIT`` read, and an empty error queue would block the greenlet for ever)."""
-    return _socket.socket(family, socket.SOCK_STREAM, 0, fd)
+# A socket object over the program's fd for one look is made of the C type, never a
+# monkey-patched ``socket.socket`` (gevent's waits on its hub for a would-block
+# ``MSG_DONTWAIT`` read, and an empty error queue would block the greenlet for ever).
+_C_SOCKET = _socket.socket
+_STREAM = int(socket.SOCK_STREAM)
 
 
 # ``select.poll`` as the interpreter has it (gevent's monkey-patched one, a class of its own,
@@ -179,29 +186,35 @@ def poller(fd: int) -> Any:
     return looks
 
 
-def _ready(looks: Any, event: int) -> bool:
+# What a look that failed answers: go ahead and read.  (RuntimeError: another thread's look
+# on it is under way, the watcher's and the reader's: the read goes ahead, as without one;
+# an error, the read says what.)
+_GO_AHEAD = [(0, -1)]
+
+
+def has_queued(looks: Any) -> bool:
+    """Whether :func:`poller`'s ``looks`` finds received bytes waiting (or cannot tell: a
+    failed look says go ahead and read)."""
     try:
         ready = looks.poll(0)
     except (OSError, ValueError, RuntimeError):
-        # (RuntimeError: another thread's look on it is under way, the watcher's and the
-        # reader's: the read goes ahead, as without one; an error, the read says what)
         return True
-    return bool(ready) and bool(ready[0][1] & event)
+    return bool(ready) and bool(ready[0][1] & _POLLIN)
 
 
-def peek_queued(fd: int, family: int,
-                looks: Any = None) -> tuple[int, float | None] | None:
+def peek_queued(fd: int, family: int) -> tuple[int, float | None] | None:
     """``(bytes queued, when the newest of them arrived)`` on the TCP socket ``fd``, without
     taking them (``MSG_PEEK``), or None when nothing is queued (or it cannot be asked).
-    ``looks``: :func:`poller`'s for ``fd``, to read only where bytes wait.
 
     Segments that arrived while nobody read are coalesced by the kernel, and the merged one
-    carries the newest stamp: the time is the newest arrival's, not the oldest's.
+    carries the newest stamp: the time is the newest arrival's, not the oldest's.  No look
+    here (:func:`has_queued`, before the caller's count of bytes received): a look lets the
+    GIL go, and another thread's hold on it then keeps the peek milliseconds after the count.
     """
-    if looks is not None and not _ready(looks, _POLLIN):
-        return None
+    # (the socket object inline: this runs before every read of a watched stream, where a
+    # Python call is a fifth of its cost)
     try:
-        view = _view(fd, family)
+        view = _C_SOCKET(family, _STREAM, 0, fd)
     except OSError:
         return None
     buffer = getattr(_buffers, "peek", None)
@@ -218,7 +231,11 @@ def peek_queued(fd: int, family: int,
     for level, kind, raw in ancillary:
         if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(raw) >= 16:
             seconds, nanoseconds = _TIMESPEC.unpack_from(raw)
-            return size, CLOCK.perf(seconds * 1_000_000_000 + nanoseconds)
+            clock = CLOCK  # (``Clock.perf`` inline)
+            now = time.perf_counter()
+            if now - clock.checked > 60.0:
+                clock.refresh(now)
+            return size, seconds + nanoseconds / 1e9 - clock.offset
     return size, None
 
 
@@ -312,18 +329,23 @@ def last_transmitted(fd: int, family: int,
     there is none.  A stamp left there would make the socket poll as in error: every reader
     of a stamped socket drains it.  ``looks``: :func:`poller`'s for ``fd``, to read only
     while the queue holds something (else reads go on till one finds it empty)."""
-    if looks is not None and not _ready(looks, _POLLERR):
-        return None
-    try:
-        view = _view(fd, family)
-    except OSError:
-        return None
     newest: int | None = None
     key: int | None = None
+    view = None
     try:
-        for i in range(64):
-            if i and looks is not None and not _ready(looks, _POLLERR):
-                break
+        for _ in range(64):
+            if looks is not None:  # (inline, as in peek_queued)
+                try:
+                    ready = looks.poll(0)
+                except (OSError, ValueError, RuntimeError):
+                    ready = _GO_AHEAD
+                if not (ready and ready[0][1] & _POLLERR):
+                    break
+            if view is None:
+                try:
+                    view = _C_SOCKET(family, _STREAM, 0, fd)
+                except OSError:
+                    return None
             try:
                 _data, ancillary, _flags, _address = view.recvmsg(
                     0, 512, _DRAIN)
@@ -339,5 +361,12 @@ def last_transmitted(fd: int, family: int,
             if stamp and (newest is None or stamp >= newest):
                 newest, key = stamp, stamp_key
     finally:
-        view.detach()
-    return (CLOCK.perf(newest), key) if newest is not None else None
+        if view is not None:
+            view.detach()
+    if newest is None:
+        return None
+    clock = CLOCK  # (``Clock.perf`` inline)
+    now = time.perf_counter()
+    if now - clock.checked > 60.0:
+        clock.refresh(now)
+    return newest / 1e9 - clock.offset, key

@@ -18,10 +18,11 @@ and most local servers speak it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ... import semconv
-from ..._headers import header
+from ..._headers import header_values
 from ._endpoint import Endpoint, int_or_none, seconds
 from ._events import OutputRule, classifier
 from ._framing import SSE
@@ -56,25 +57,47 @@ OUTPUT = OutputRule(
 
 
 # -- server timings ------------------------------------------------------------------------
-def _extra(obj: Any) -> Mapping[str, Any]:
-    extra = getattr(obj, "model_extra", None)
-    return extra if isinstance(extra, Mapping) else {}
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+
+
+def _is_mapping(value: Any) -> bool:
+    # A JSON object is a dict: checked first, since ``isinstance`` against the abstract
+    # ``Mapping`` is a Python call (``ABCMeta.__instancecheck__``) on every check.
+    return type(value) is dict or (value is not None and isinstance(value, Mapping))
+
+
+def _as_mapping(value: Any) -> Mapping[str, Any]:
+    return value if _is_mapping(value) else _NO_EXTRA
 
 
 def server_body_timing(info: Any, obj: Any, usage: Any) -> None:
     """vLLM ``metrics``, Groq ``usage.*_time``, Cerebras ``time_info`` (non-streaming, or a
     stream's usage chunk)."""
-    extra = _extra(obj)
-    metrics = extra.get("metrics")
-    if isinstance(metrics, Mapping) and "generation_time_ms" in metrics:
-        info.server_generation = seconds(metrics.get("generation_time_ms"), 1e-3)
-        info.server_prefill = seconds(metrics.get("time_to_first_token_ms"), 1e-3)
-        info.server_queue = seconds(metrics.get("queue_time_ms"), 1e-3)
+    # pydantic's ``model_extra`` is a dict (or None): the common case without a call.
+    extra: Any = getattr(obj, "model_extra", None)
+    if type(extra) is not dict:
+        extra = _as_mapping(extra)
+    usage_extra: Any = getattr(usage, "model_extra", None)
+    if type(usage_extra) is not dict:
+        usage_extra = _as_mapping(usage_extra)
+    if extra:
+        metrics = extra.get("metrics")
+        if _is_mapping(metrics) and "generation_time_ms" in metrics:
+            info.server_generation = seconds(metrics.get("generation_time_ms"), 1e-3)
+            info.server_prefill = seconds(metrics.get("time_to_first_token_ms"), 1e-3)
+            info.server_queue = seconds(metrics.get("queue_time_ms"), 1e-3)
+            return
+        sources: tuple[Any, ...] = (usage_extra, extra.get("time_info"), extra.get("x_groq"))
+    elif usage_extra:
+        sources = (usage_extra,)
+    else:
         return
-    for source in (_extra(usage), extra.get("time_info"), extra.get("x_groq")):
-        if isinstance(source, Mapping) and isinstance(source.get("usage"), Mapping):
+    for source in sources:
+        if not source:
+            continue
+        if _is_mapping(source) and _is_mapping(source.get("usage")):
             source = source["usage"]  # Groq puts a stream's usage under ``x_groq``
-        if isinstance(source, Mapping) and "completion_time" in source:
+        if _is_mapping(source) and "completion_time" in source:
             info.server_generation = seconds(source.get("completion_time"))
             info.server_prefill = seconds(source.get("prompt_time"))
             info.server_queue = seconds(source.get("queue_time"))
@@ -82,8 +105,7 @@ def server_body_timing(info: Any, obj: Any, usage: Any) -> None:
             return
 
 
-def _header_ms(headers: Mapping[str, str], name: str) -> float | None:
-    value = header(headers, name)
+def _ms(value: str | None) -> float | None:
     if not value:
         return None
     try:
@@ -92,14 +114,18 @@ def _header_ms(headers: Mapping[str, str], name: str) -> float | None:
         return None
 
 
+_SERVER_HEADERS = (b"x-queue-time", b"openai-processing-ms")
+
+
 def server_headers(call: Any, headers: Mapping[str, str]) -> None:
     """TGI ``x-queue-time`` (the server's queueing, reported beside prefill) and OpenAI's
     ``openai-processing-ms`` (the server's whole time), in milliseconds."""
     info = call.info
-    if info.server_queue is None:
-        info.server_queue = _header_ms(headers, "x-queue-time")
-    if info.server_total is None:
-        info.server_total = _header_ms(headers, "openai-processing-ms")
+    queue, total = header_values(headers, _SERVER_HEADERS)
+    if info.server_queue is None and queue:
+        info.server_queue = _ms(queue)
+    if info.server_total is None and total:
+        info.server_total = _ms(total)
 
 
 # -- the legacy completions endpoint (the SDKs no longer call it: read on the wire only) --------
