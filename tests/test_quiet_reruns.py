@@ -1,0 +1,58 @@
+"""The suite's rule on reruns: a quiet test that fails runs again, visibly; no other does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pytest_rerunfailures")
+
+CONFTEST = Path(__file__).with_name("conftest.py").read_text()
+
+TESTS = '''
+import pytest
+
+TRIES = {"stall": 0, "wrong": 0, "plain": 0}
+
+@pytest.mark.quiet
+def test_stalled_once():
+    TRIES["stall"] += 1
+    assert TRIES["stall"] > 1, "a stall on the first try"
+
+@pytest.mark.quiet
+def test_wrong_every_time():
+    TRIES["wrong"] += 1
+    assert False, f"try {TRIES['wrong']}"
+
+def test_not_quiet():
+    TRIES["plain"] += 1
+    assert False, f"try {TRIES['plain']}"
+'''
+
+
+class TestQuietReruns:
+    """Quiet tests get two more tries, reported; a fault that repeats still fails."""
+
+    def test_a_stall_passes_on_its_rerun_and_a_repeated_fault_fails(
+            self, pytester: pytest.Pytester) -> None:
+        """One stall: passed after one rerun; a wrong figure: failed after three tries."""
+        pytester.makeconftest(CONFTEST)
+        pytester.makepyfile(test_timing=TESTS)
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfR",
+                                               "--quiet-tests=only")
+        outcomes = result.parseoutcomes()
+        assert (outcomes["passed"], outcomes["failed"], outcomes["rerun"]) == (1, 1, 3)
+        result.stdout.fnmatch_lines(["*RERUN*test_stalled_once*",
+                                     "*RERUN*test_wrong_every_time*",
+                                     "*FAILED*test_wrong_every_time*try 3*"])
+
+    def test_other_tests_are_never_rerun(self, pytester: pytest.Pytester) -> None:
+        """A test not marked quiet fails on its first try."""
+        pytester.makeconftest(CONFTEST)
+        pytester.makepyfile(test_timing=TESTS)
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfR",
+                                               "--quiet-tests=skip")
+        outcomes = result.parseoutcomes()
+        assert outcomes["failed"] == 1 and "rerun" not in outcomes
+        result.stdout.fnmatch_lines(["*FAILED*test_not_quiet*try 1*"])
