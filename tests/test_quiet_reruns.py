@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pytest_rerunfailures")
-
+# No skip without pytest-rerunfailures: it is in the test extras, and without it the
+# conftest's rule would do nothing, which these tests must then say by failing.
 CONFTEST = Path(__file__).with_name("conftest.py").read_text()
 
 TESTS = '''
