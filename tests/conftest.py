@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from machine_load import SIDE_BY_SIDE_ENV
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -29,6 +30,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="tests marked quiet: run them with the rest (include), leave them out (skip: "
              "make test's phase on worker processes) or run only them (only: its phase "
              "alone, after); a phase with no test of its own passes")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The side-by-side phase says so to :func:`machine_load.busy_slack`, in this process,
+    its xdist workers and every process a test starts."""
+    if config.getoption("quiet_tests", "include") == "skip":
+        os.environ[SIDE_BY_SIDE_ENV] = "1"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

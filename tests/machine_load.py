@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import time
 
+#: Set (to "1") by the suite's conftest in make test's side-by-side phase (``--quiet-tests=skip``):
+#: there the suite itself keeps the machine busy, whatever the load average says yet.
+SIDE_BY_SIDE_ENV = "AGENT_LATENCY_TESTS_SIDE_BY_SIDE"
+
 #: Share of the last 10 or 60 s (percent) in which some runnable task waited for a CPU,
 #: above which the machine counts as busy.
 _PRESSURE_BUSY = 10.0
@@ -27,12 +31,16 @@ def busy_slack() -> float:
 
     A lower bound of the simulator's timing is exact (its clock never fires early), an upper
     bound is not: with more runnable processes than cores, one wake-up can be tens of
-    milliseconds late.  Busy is a 1-minute load average of at least 3/4 of the cores, or
-    CPU pressure: the load average lags a burst by tens of seconds and does not see a
-    host's other tenants, the pressure does within 10 s.  Quiet, 0: the tight bound holds.
+    milliseconds late.  Busy is make test's side-by-side phase (:data:`SIDE_BY_SIDE_ENV`:
+    a CI host whose load average and pressure had not caught up yet once failed a 10 ms
+    bound by 3 ms there), a 1-minute load average of at least 3/4 of the cores, or CPU
+    pressure: the load average lags a burst by tens of seconds and does not see a host's
+    other tenants, the pressure does within 10 s.  Quiet, 0: the tight bound holds, as it
+    does in the quiet phase, where the tests that pin timing to a few milliseconds run.
     """
     cores = os.cpu_count() or 1
-    busy = os.getloadavg()[0] >= 0.75 * cores or _cpu_pressure() >= _PRESSURE_BUSY
+    busy = (os.environ.get(SIDE_BY_SIDE_ENV) == "1"
+            or os.getloadavg()[0] >= 0.75 * cores or _cpu_pressure() >= _PRESSURE_BUSY)
     return 0.15 if busy else 0.0
 
 

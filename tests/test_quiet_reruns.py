@@ -1,4 +1,5 @@
-"""The suite's rule on reruns: a quiet test that fails runs again, visibly; no other does."""
+"""The suite's phases: a quiet test that fails runs again, visibly, and no other does; a test in
+the side-by-side phase gets the busy machine's slack."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 # No skip without pytest-rerunfailures: it is in the test extras, and without it the
 # conftest's rule would do nothing, which these tests must then say by failing.
 CONFTEST = Path(__file__).with_name("conftest.py").read_text()
+MACHINE_LOAD = Path(__file__).with_name("machine_load.py").read_text()
 
 TESTS = '''
 import pytest
@@ -37,8 +39,7 @@ class TestQuietReruns:
     def test_a_stall_passes_on_its_rerun_and_a_repeated_fault_fails(
             self, pytester: pytest.Pytester) -> None:
         """One stall: passed after one rerun; a wrong figure: failed after three tries."""
-        pytester.makeconftest(CONFTEST)
-        pytester.makepyfile(test_timing=TESTS)
+        _suite(pytester, TESTS)
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfR",
                                                "--quiet-tests=only")
         outcomes = result.parseoutcomes()
@@ -49,10 +50,43 @@ class TestQuietReruns:
 
     def test_other_tests_are_never_rerun(self, pytester: pytest.Pytester) -> None:
         """A test not marked quiet fails on its first try."""
-        pytester.makeconftest(CONFTEST)
-        pytester.makepyfile(test_timing=TESTS)
+        _suite(pytester, TESTS)
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfR",
                                                "--quiet-tests=skip")
         outcomes = result.parseoutcomes()
         assert outcomes["failed"] == 1 and "rerun" not in outcomes
         result.stdout.fnmatch_lines(["*FAILED*test_not_quiet*try 1*"])
+
+
+class TestSideBySideSlack:
+    """The side-by-side phase counts as a busy machine, in the tests and what they start."""
+
+    def test_the_side_by_side_phase_gets_the_busy_slack(
+            self, pytester: pytest.Pytester) -> None:
+        """--quiet-tests=skip: busy_slack() is the busy one, in a subprocess too."""
+        _suite(pytester, SLACK_TESTS)
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--quiet-tests=skip")
+        assert result.parseoutcomes() == {"passed": 2}
+
+
+SLACK_TESTS = '''
+import subprocess
+import sys
+
+from machine_load import busy_slack
+
+def test_here():
+    assert busy_slack() == 0.15
+
+def test_in_a_subprocess():
+    code = "from machine_load import busy_slack; print(busy_slack())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "0.15"
+'''
+
+
+def _suite(pytester: pytest.Pytester, tests: str) -> None:
+    """A suite of its own: this suite's conftest, its machine_load module and ``tests``."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(machine_load=MACHINE_LOAD, test_timing=tests)
