@@ -5,8 +5,9 @@ It calls the real openai SDK against the simulator (the API key, an ``Authorizat
 header and credentials in the URL are canaries; so are the prompt, the tool arguments the
 model returns and sends back, and a prompt quoted back in an API error), runs tools through
 ``subprocess``, ``os.system`` and ``agent_latency.tool()`` with canaries on their command
-lines, in their environment and in a failure's message, then prints ``ready`` and waits for
-a line on stdin (the test scrapes the Prometheus endpoint meanwhile) before exiting.
+lines, in their environment and in a failure's message, then writes ``canary-agent-ready``
+and waits for a line on stdin (the test scrapes the Prometheus endpoint meanwhile) before
+exiting.
 """
 
 from __future__ import annotations
@@ -84,7 +85,10 @@ def main() -> int:
     with agent_latency.task("canary"):
         _llm_calls(base_url, env)
         _tools(env)
-    print("ready", flush=True)
+    sys.stdout.flush()
+    # One write: print() writes text and newline apart, and the exporters' threads write
+    # stdout too, so the test could miss a printed "ready" (test_canaries.py: READY).
+    os.write(sys.stdout.fileno(), b"canary-agent-ready\n")
     sys.stdin.readline()
     return 0
 
