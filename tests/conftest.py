@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,6 +87,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if (exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
             and session.config.getoption("quiet_tests", "include") != "include"):
         session.exitstatus = pytest.ExitCode.OK
+
+
+@pytest.fixture
+def own_suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A suite of its own for tests of this suite's rules: ``pytester`` with this conftest
+    and the module it imports (``machine_load``); the test adds its test files."""
+    here = Path(__file__).parent
+    pytester.makeconftest((here / "conftest.py").read_text())
+    pytester.makepyfile(machine_load=(here / "machine_load.py").read_text())
+    return pytester
 
 
 @pytest.fixture(autouse=True)

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from agent_latency import _log
-
-CONFTEST = Path(__file__).with_name("conftest.py").read_text()
 
 TESTS = '''
 from agent_latency import _log
@@ -34,11 +30,10 @@ def test_real_failure_at_the_same_place():
 class TestInternalErrorsFailTests:
     """An internal error fails the test that caused it unless the test expects it."""
 
-    def test_real_failure_after_a_provoked_one(self, pytester: pytest.Pytester) -> None:
+    def test_real_failure_after_a_provoked_one(self, own_suite: pytest.Pytester) -> None:
         """A bug at a place a fault test already provoked is not silent."""
-        pytester.makeconftest(CONFTEST)
-        pytester.makepyfile(test_places=TESTS)
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+        own_suite.makepyfile(test_places=TESTS)
+        result = own_suite.runpytest_subprocess("-p", "no:cacheprovider")
         # Reported where the test's fixtures end: an error of that test, not a pass.
         result.assert_outcomes(passed=2, errors=1)
         result.stdout.fnmatch_lines(["*ERROR at teardown of test_real_failure_at_the_same_place*",

@@ -3,14 +3,10 @@ the side-by-side phase gets the busy machine's slack."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 # No skip without pytest-rerunfailures: it is in the test extras, and without it the
 # conftest's rule would do nothing, which these tests must then say by failing.
-CONFTEST = Path(__file__).with_name("conftest.py").read_text()
-MACHINE_LOAD = Path(__file__).with_name("machine_load.py").read_text()
 
 TESTS = '''
 import pytest
@@ -37,10 +33,10 @@ class TestQuietReruns:
     """Quiet tests get two more tries, reported; a fault that repeats still fails."""
 
     def test_a_stall_passes_on_its_rerun_and_a_repeated_fault_fails(
-            self, pytester: pytest.Pytester) -> None:
+            self, own_suite: pytest.Pytester) -> None:
         """One stall: passed after one rerun; a wrong figure: failed after three tries."""
-        _suite(pytester, TESTS)
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfR",
+        own_suite.makepyfile(test_timing=TESTS)
+        result = own_suite.runpytest_subprocess("-p", "no:cacheprovider", "-rfR",
                                                "--quiet-tests=only")
         outcomes = result.parseoutcomes()
         assert (outcomes["passed"], outcomes["failed"], outcomes["rerun"]) == (1, 1, 3)
@@ -48,10 +44,10 @@ class TestQuietReruns:
                                      "*RERUN*test_wrong_every_time*",
                                      "*FAILED*test_wrong_every_time*try 3*"])
 
-    def test_other_tests_are_never_rerun(self, pytester: pytest.Pytester) -> None:
+    def test_other_tests_are_never_rerun(self, own_suite: pytest.Pytester) -> None:
         """A test not marked quiet fails on its first try."""
-        _suite(pytester, TESTS)
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfR",
+        own_suite.makepyfile(test_timing=TESTS)
+        result = own_suite.runpytest_subprocess("-p", "no:cacheprovider", "-rfR",
                                                "--quiet-tests=skip")
         outcomes = result.parseoutcomes()
         assert outcomes["failed"] == 1 and "rerun" not in outcomes
@@ -62,10 +58,10 @@ class TestSideBySideSlack:
     """The side-by-side phase counts as a busy machine, in the tests and what they start."""
 
     def test_the_side_by_side_phase_gets_the_busy_slack(
-            self, pytester: pytest.Pytester) -> None:
+            self, own_suite: pytest.Pytester) -> None:
         """--quiet-tests=skip: busy_slack() is the busy one, in a subprocess too."""
-        _suite(pytester, SLACK_TESTS)
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--quiet-tests=skip")
+        own_suite.makepyfile(test_timing=SLACK_TESTS)
+        result = own_suite.runpytest_subprocess("-p", "no:cacheprovider", "--quiet-tests=skip")
         assert result.parseoutcomes() == {"passed": 2}
 
 
@@ -85,8 +81,3 @@ def test_in_a_subprocess():
     assert out.strip() == "0.15"
 '''
 
-
-def _suite(pytester: pytest.Pytester, tests: str) -> None:
-    """A suite of its own: this suite's conftest, its machine_load module and ``tests``."""
-    pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(machine_load=MACHINE_LOAD, test_timing=tests)
