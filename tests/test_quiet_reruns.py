@@ -4,6 +4,7 @@ the side-by-side phase gets the busy machine's slack."""
 from __future__ import annotations
 
 import pytest
+from machine_load import SIDE_BY_SIDE_ENV
 
 # No skip without pytest-rerunfailures: it is in the test extras, and without it the
 # conftest's rule would do nothing, which these tests must then say by failing.
@@ -55,29 +56,47 @@ class TestQuietReruns:
 
 
 class TestSideBySideSlack:
-    """The side-by-side phase counts as a busy machine, in the tests and what they start."""
+    """The side-by-side phase counts as a busy machine, in the tests and what they start;
+    the quiet phase is not marked so."""
 
     def test_the_side_by_side_phase_gets_the_busy_slack(
-            self, own_suite: pytest.Pytester) -> None:
+            self, own_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
         """--quiet-tests=skip: busy_slack() is the busy one, in a subprocess too."""
+        # This test runs in the side-by-side phase itself: its own mark must not decide.
+        monkeypatch.delenv(SIDE_BY_SIDE_ENV, raising=False)
         own_suite.makepyfile(test_timing=SLACK_TESTS)
         result = own_suite.runpytest_subprocess("-p", "no:cacheprovider", "--quiet-tests=skip")
-        assert result.parseoutcomes() == {"passed": 2}
+        result.assert_outcomes(passed=2, deselected=1)
+
+    def test_the_quiet_phase_is_not_marked(
+            self, own_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        """--quiet-tests=only: no mark, so the tight bounds hold on a quiet machine."""
+        monkeypatch.delenv(SIDE_BY_SIDE_ENV, raising=False)
+        own_suite.makepyfile(test_timing=SLACK_TESTS)
+        result = own_suite.runpytest_subprocess("-p", "no:cacheprovider", "--quiet-tests=only")
+        result.assert_outcomes(passed=1, deselected=2)
 
 
 SLACK_TESTS = '''
+import os
 import subprocess
 import sys
 
-from machine_load import busy_slack
+import pytest
+
+from machine_load import SIDE_BY_SIDE_ENV, busy_slack
 
 def test_here():
-    assert busy_slack() == 0.15
+    assert os.environ.get(SIDE_BY_SIDE_ENV) == "1" and busy_slack() == 0.15
 
 def test_in_a_subprocess():
-    code = "from machine_load import busy_slack; print(busy_slack())"
+    code = ("import os; from machine_load import SIDE_BY_SIDE_ENV, busy_slack; "
+            "print(os.environ.get(SIDE_BY_SIDE_ENV), busy_slack())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    assert out.strip() == "0.15"
-'''
+    assert out.split() == ["1", "0.15"]
 
+@pytest.mark.quiet
+def test_not_marked():
+    assert SIDE_BY_SIDE_ENV not in os.environ
+'''
