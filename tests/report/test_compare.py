@@ -151,9 +151,14 @@ class TestCompareOnTheSimulator:
         # Another program on the cores while they ran (a test beside this one) slows each
         # recorder's own work as it comes and goes: their client time (``other``: 42.6
         # against 31.8 ms, medians, beside two tests) then differs for real, and so may
-        # the wall time around it.
+        # the wall time around it, and every figure that holds a wake-up of the recorder
+        # or the simulator: the time to first token holds the client's building of the
+        # request, prefill the simulator's wake-up after its prefill sleep (first token
+        # 13.0 against 11.0 ms, medians, beside two busy loops: 1.3 cores of others).
+        # Output generation alone is judged there, against the simulator's own record.
         loaded = recorded.others is not None and recorded.others >= QUIET_OTHERS
-        client = {"other", "wall"} if loaded else set()
+        client = {"other", "wall", "first_token", "prefill", "network_overhead"} if loaded \
+            else set()
         margin = (truth.high - truth.low) / 5  # a truth near the edge may go either way
         if truth.low < -margin and truth.high > margin:
             assert set(significant) <= client, (significant, truth, recorded.others)
