@@ -299,6 +299,31 @@ def top_added(folder: str, on: str, off: str, n: int, count: int = 15) -> str:
     return "\n".join(lines)
 
 
+def top_added_per_chunk(folder: str, short: str, long: str, n: int, chunks: int,
+                        count: int = 15) -> str:
+    """The C functions (self) whose instructions per streamed chunk the instrumentation
+    changed most: the slope from ``short`` to ``long`` streams (``chunks`` more chunks, ``n``
+    runs each) with it on, less the same with it off.  Two processes' lists side by side
+    say where their per-chunk figures part (the type attribute cache's misses:
+    ``find_name_in_mro`` and the dictionary lookups it makes)."""
+    costs = {f"{kind}-{state}": functions(folder, f"{kind}-{state}", inclusive=False)
+             for kind in (short, long) for state in ("on", "off")}
+    total = max(costs[f"{long}-on"].values(), default=0)
+
+    def slope(name: str, state: str) -> float:
+        return (costs[f"{long}-{state}"].get(name, 0)
+                - costs[f"{short}-{state}"].get(name, 0)) / n / chunks
+
+    names = {name for cost in costs.values() for name, value in cost.items()
+             # not the frames that span the dump, nor a recursion's cycle entries
+             if value < total and "'" not in name}
+    added = {name: slope(name, "on") - slope(name, "off") for name in names}
+    lines = [f"self: top {count} changed per chunk"]
+    for name, cost in sorted(added.items(), key=lambda kv: -abs(kv[1]))[:count]:
+        lines.append(f"  {cost:>+12,.0f}  {name}")
+    return "\n".join(lines)
+
+
 def _head(path: str) -> str:
     with open(path) as f:
         return f.read(2000)

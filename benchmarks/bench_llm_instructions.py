@@ -2,15 +2,15 @@
 
 Timing a per-chunk cost of ~1 µs as the slope between two stream lengths is ~1 % of a
 stream's CPU, inside the run-to-run drift of a shared machine; instruction counts do not
-depend on the machine's load (hash seeds and garbage collection still move the per-chunk
-slope by ~±20 % between runs). Each library runs in its own process under ``valgrind
---tool=callgrind`` (the simulator runs outside it); after warm-up the worker makes ``--n``
-calls of each kind with the library instrumented, then ``--n`` with it uninstrumented, and
-asks callgrind to dump its counters after each batch (``callgrind_control -d``), so imports
-and warm-up are never counted. Printed: instructions added per non-streaming call and per
-streamed chunk (the slope between streams of 20 and 200 output tokens). Needs valgrind; a
-library whose ``uninstrument()`` leaves wrappers behind (OpenLLMetry) cannot be measured
-this way.
+depend on the machine's load (hash seeds, garbage collection and CPython's type attribute
+cache still move the per-chunk slope by ~±20 % between runs: see ``--seeds``). Each library
+runs in its own process under ``valgrind --tool=callgrind`` (the simulator runs outside
+it); after warm-up the worker makes ``--n`` calls of each kind with the library
+instrumented, then ``--n`` with it uninstrumented, and asks callgrind to dump its counters
+after each batch (``callgrind_control -d``), so imports and warm-up are never counted.
+Printed: instructions added per non-streaming call and per streamed chunk (the slope
+between streams of 20 and 200 output tokens). Needs valgrind; a library whose
+``uninstrument()`` leaves wrappers behind (OpenLLMetry) cannot be measured this way.
 
 What is counted is the per-chunk path alone: the worker's main thread only
 (``--separate-threads=yes``; ``_callgrind.counts`` reads the main thread's files), so the
@@ -31,7 +31,8 @@ that batch's runs as the SDK's own work (per call, ~85,000 of ours hidden at ``-
 
 ``--annotate`` also prints, per library, the C functions (``callgrind_annotate``, self and
 inclusive) whose instructions per non-streaming call grew most with it on: the hot path
-read function by function.
+read function by function; and those whose instructions per streamed chunk changed most
+(self): two processes' lists side by side say where their per-chunk figures part.
 
     python benchmarks/bench_llm_instructions.py [--n 10] [--libraries agent_latency,official]
         [--processor simple|batch]
@@ -159,14 +160,20 @@ def main(argv: list[str] | None = None) -> int:
                              "(queued for a worker thread, as every exporting setup does)")
     parser.add_argument("--annotate", action="store_true",
                         help="also print, per library, the functions (C, callgrind_annotate) "
-                             "whose instructions per non-streaming call grew most")
+                             "whose instructions per non-streaming call grew most, and "
+                             "those whose instructions per streamed chunk changed most")
     parser.add_argument("--seeds", default="",
                         help="PYTHONHASHSEED values, comma-separated: one measurement (a "
                              "worker per library) per seed; by default one, with the "
                              "interpreter's random seed. String hashes place the keys of "
-                             "every dict and the type attribute cache's entries, so the "
-                             "per-chunk slope moves from process to process (+5,100 and "
-                             "+6,200 for the same code): a figure stands for its seed")
+                             "every dict, so the per-chunk slope moves from process to "
+                             "process (+5,100 and +6,200 for the same code). It moves with "
+                             "a fixed seed too (+6,783 and +5,529): CPython's type "
+                             "attribute cache (4,096 slots) places an entry by the type's "
+                             "version tag, given in the order types are first looked up, "
+                             "and the name's address, so which lookups miss it and walk "
+                             "the MRO differs by process. Repeat a seed (1,1,1) for the "
+                             "spread")
     parser.add_argument("--worker")
     parser.add_argument("--url")
     args = parser.parse_args(argv)
@@ -201,9 +208,12 @@ def _measure(args: argparse.Namespace, url: str,
                                               "--n", str(args.n)],
                                    callgrind.on_off_tags(KINDS), env, keep)
             if counts is not None and keep is not None:
+                chunks = KINDS["s200"] - KINDS["s20"]
                 print(f"{library}, per non-streaming call:\n"
-                      f"{callgrind.top_added(keep, 'plain-on', 'plain-off', args.n)}\n",
-                      flush=True)
+                      f"{callgrind.top_added(keep, 'plain-on', 'plain-off', args.n)}\n"
+                      f"{library}, per streamed chunk:\n"
+                      f"{callgrind.top_added_per_chunk(keep, 's20', 's200', args.n, chunks)}"
+                      "\n", flush=True)
         finally:
             if keep is not None:
                 shutil.rmtree(keep, ignore_errors=True)
