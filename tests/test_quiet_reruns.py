@@ -59,22 +59,20 @@ class TestSideBySideSlack:
     """The side-by-side phase counts as a busy machine, in the tests and what they start;
     the quiet phase is not marked so."""
 
-    def test_the_side_by_side_phase_gets_the_busy_slack(
-            self, own_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-        """--quiet-tests=skip: busy_slack() is the busy one, in a subprocess too."""
-        # This test runs in the side-by-side phase itself: its own mark must not decide.
+    @pytest.mark.parametrize(("phase", "passed", "deselected"), [
+        ("skip", 2, 1),  # marked: busy_slack() is the busy one, in a subprocess too
+        ("only", 1, 2),  # not marked: the tight bounds hold on a quiet machine
+    ])
+    def test_only_the_side_by_side_phase_is_marked(
+            self, own_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, phase: str,
+            passed: int, deselected: int) -> None:
+        """--quiet-tests=skip marks its processes busy; --quiet-tests=only does not."""
+        # This test runs in a phase itself: the outer suite's mark must not decide.
         monkeypatch.delenv(SIDE_BY_SIDE_ENV, raising=False)
         own_suite.makepyfile(test_timing=SLACK_TESTS)
-        result = own_suite.runpytest_subprocess("-p", "no:cacheprovider", "--quiet-tests=skip")
-        result.assert_outcomes(passed=2, deselected=1)
-
-    def test_the_quiet_phase_is_not_marked(
-            self, own_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-        """--quiet-tests=only: no mark, so the tight bounds hold on a quiet machine."""
-        monkeypatch.delenv(SIDE_BY_SIDE_ENV, raising=False)
-        own_suite.makepyfile(test_timing=SLACK_TESTS)
-        result = own_suite.runpytest_subprocess("-p", "no:cacheprovider", "--quiet-tests=only")
-        result.assert_outcomes(passed=1, deselected=2)
+        result = own_suite.runpytest_subprocess("-p", "no:cacheprovider",
+                                                f"--quiet-tests={phase}")
+        result.assert_outcomes(passed=passed, deselected=deselected)
 
 
 SLACK_TESTS = '''
