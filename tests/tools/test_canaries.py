@@ -25,6 +25,8 @@ import agent_latency
 from agent_latency.simulator import Simulator, SimulatorConfig
 
 pytest.importorskip("openai")
+from canary_agent import READY  # (it imports openai: after the skip)
+
 HERE = Path(__file__).resolve().parent
 AGENT = HERE / "canary_agent.py"
 SRC = Path(agent_latency.__file__).resolve().parents[1]  # the agent_latency under test
@@ -82,15 +84,9 @@ class OtlpReceiver:
 READY_TIMEOUT = 120.0
 
 
-#: What the agent writes once its calls and tools are done, in one ``os.write``: its
-#: exporters' threads write stdout too, and ``print()`` writes text and newline apart, so
-#: another thread's output can land between them (measured: 412 in 20,000 prints).
-READY = b"canary-agent-ready\n"
-
-
 class _Drain:
     """Reads a child's pipe to its end on a thread of its own; ``ready`` is set once
-    :data:`READY` has been read, wherever it lands, or the pipe closes."""
+    ``canary_agent.READY`` has been read, wherever it lands, or the pipe closes."""
 
     __slots__ = ("_chunks", "_thread", "ready")
 
