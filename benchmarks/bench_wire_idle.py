@@ -30,15 +30,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 
-from _callgrind import counts as callgrind_counts
+import _callgrind as callgrind
 
 KINDS = ("sendall", "send", "recv", "post", "connect")
 PAYLOAD = b"x" * 256
@@ -117,16 +114,12 @@ def worker(n: int) -> None:
         for run in batches.values():
             run()
 
-    def dump(tag: str) -> None:
-        subprocess.run(["callgrind_control", "-d", tag, str(os.getpid())],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-
-    dump("warm")
+    callgrind.dump("warm")
     for on in (True, False):
         (instrumentor.instrument if on else instrumentor.uninstrument)()
         for kind, run in batches.items():
             run()
-            dump(f"{kind}-{'on' if on else 'off'}")
+            callgrind.dump(f"{kind}-{'on' if on else 'off'}")
 
 
 def _native_seconds(n: int) -> dict[str, float]:
@@ -151,19 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         worker(args.n)
         return 0
-    if not (shutil.which("valgrind") and shutil.which("callgrind_control")):
-        print("valgrind (callgrind) is not installed", file=sys.stderr)
+    if not callgrind.available():
         return 1
-    folder = tempfile.mkdtemp(prefix="callgrind-")
-    proc = subprocess.run(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/cg.%p",
-         sys.executable, __file__, "--worker", "--n", str(args.n)],
-        capture_output=True, text=True, timeout=3600)
-    counts = callgrind_counts(folder)
-    shutil.rmtree(folder, ignore_errors=True)
-    if proc.returncode != 0 or not all(f"{k}-{s}" in counts for k in KINDS
-                                       for s in ("on", "off")):
-        print(f"worker failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+    # The shared runner: it counts the worker's main thread, the files ``counts`` reads
+    # (a runner of this script's own, without ``--separate-threads``, found none of them).
+    counts = callgrind.run(__file__, ["--worker", "--n", str(args.n)],
+                           callgrind.on_off_tags(KINDS))
+    if counts is None:
         return 1
     native = _native_seconds(args.n)
     # Interpreter instructions per microsecond on this machine.
