@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+import sys
 
 import pytest
 from hypothesis import given
@@ -69,6 +70,11 @@ class TestMeanOfHugeValues:
     def test_both_infinities_have_no_mean(self) -> None:
         out = summarize([math.inf, -math.inf])
         assert out["count"] == 2 and math.isnan(out["mean"])  # type: ignore[arg-type]
+
+    def test_three_of_the_largest_float(self) -> None:
+        # (found by the property below on one run of make test: each third rounded up, and
+        # the thirds' sum overflowed in turn)
+        assert summarize([sys.float_info.max] * 3)["mean"] == sys.float_info.max
 
     @given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1))
     def test_mean_within_the_values(self, values: list[float]) -> None:

@@ -73,8 +73,10 @@ def _mean(values: list[float]) -> float:
     try:
         return math.fsum(values) / n
     except OverflowError:
-        # Finite values whose sum is beyond a float (a trace's 9e307 tokens/s, twice): each
-        # share first, so the sum stays within the largest of them.
-        return math.fsum(v / n for v in values)
+        # Finite values whose sum is beyond a float (a trace's 9e307 tokens/s, twice): summed
+        # scaled down by a power of two at least ``n`` (exact, unlike ``v / n``, whose
+        # rounding up let three of the largest float overflow again), then scaled back.
+        scale = n.bit_length()
+        return math.ldexp(math.fsum(math.ldexp(v, -scale) for v in values) / n, scale)
     except ValueError:  # both infinities: no mean
         return math.nan
