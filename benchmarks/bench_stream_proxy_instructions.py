@@ -2,11 +2,13 @@
 
 ``bench_llm_instructions.py`` measures the proxy inside the real openai SDK over a socket,
 where the per-chunk slope moves between runs by more than the proxy costs.  This one takes
-the proxy alone: a plain generator of ``--n`` chunk objects shaped like openai's chat chunks
-(a content delta each), read by a ``for`` loop bare and then through the proxy's per-chunk
-path with the OpenAI chat endpoint's real ``observe``.  No SDK, no wire, no other thread:
-the same count on every run.  Printed: instructions per chunk, bare and through the proxy,
-and their difference.
+the proxy alone: ``--n`` chunk objects shaped like openai's chat chunks (a content delta
+each), read by a ``for`` loop bare and then through the proxy's per-chunk path with the
+OpenAI chat endpoint's real ``observe``, from two sources: a generator (an SDK stream's own,
+which the proxy reads with its generator hot path) and an iterator class (litellm's stream
+wrapper's kind, read through the slots class's ``__next__``).  No SDK, no wire, no other
+thread: the same count on every run.  Printed per source: instructions per chunk, bare and
+through the proxy, and their difference.
 
     python benchmarks/bench_stream_proxy_instructions.py [--n 5000]
 """
@@ -23,7 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _callgrind as callgrind
 
-_KINDS = ("bare", "proxy")
+_SOURCES = ("generator", "iterator")
+_KINDS = tuple(f"{way}-{source}" for source in _SOURCES for way in ("bare", "proxy"))
 
 
 def worker(n: int) -> None:
@@ -43,25 +46,43 @@ def worker(n: int) -> None:
         def finish(self, *args: Any) -> None:
             pass
 
+    class Chunks:
+        """An iterator that is not a generator."""
+
+        def __init__(self) -> None:
+            self.left = n
+
+        def __iter__(self) -> Any:
+            return self
+
+        def __next__(self) -> Any:
+            if not self.left:
+                raise StopIteration
+            self.left -= 1
+            return chunk
+
     _wire.first_output = lambda chunks: None  # no wire here: nothing to stop following
 
-    def source() -> Any:
+    def generator() -> Any:
         for _ in range(n):
             yield chunk
 
-    def bare() -> None:
-        for _ in source():
+    def read(kind: str) -> None:
+        way, source_kind = kind.split("-")
+        source = generator() if source_kind == "generator" else Chunks()
+        if way == "bare":
+            for _ in source:
+                pass
+            return
+        state = _stream._SyncChunks(Call(), source.__next__)
+        for _ in _stream._sync_chunks(state) if source_kind == "generator" else state:
             pass
 
-    def proxy() -> None:
-        for _ in _stream._SyncChunks(Call(), source().__next__):
-            pass
-
-    for run in (bare, proxy):  # first use: imports, caches, specialisation
-        run()
+    for kind in _KINDS:  # first use: imports, caches, specialisation
+        read(kind)
     callgrind.dump("warm")
-    for kind, run in zip(_KINDS, (bare, proxy), strict=True):
-        run()
+    for kind in _KINDS:
+        read(kind)
         callgrind.dump(kind)
 
 
@@ -78,9 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     counts = callgrind.run(__file__, ["--worker", "--n", str(args.n)], list(_KINDS))
     if counts is None:
         return 1
-    bare, proxy = (counts[kind] / args.n for kind in _KINDS)
-    print(f"instructions per chunk (callgrind, {args.n:,} chunks): bare loop {bare:,.0f}, "
-          f"through the proxy {proxy:,.0f}: the proxy adds {proxy - bare:+,.0f}")
+    print(f"instructions per chunk (callgrind, {args.n:,} chunks)")
+    for source in _SOURCES:
+        bare, proxy = (counts[f"{way}-{source}"] / args.n for way in ("bare", "proxy"))
+        print(f"  from {'a generator' if source == 'generator' else 'an iterator class'}: "
+              f"bare loop {bare:,.0f}, through the proxy {proxy:,.0f}: "
+              f"the proxy adds {proxy - bare:+,.0f}")
     return 0
 
 

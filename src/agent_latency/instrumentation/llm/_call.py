@@ -181,7 +181,7 @@ class LLMCall:
         stream = self.stream() if self.stream is not None else None
         if (self.state == _DEFERRED and not self.in_next and self.attempts
                 and attempt is self.attempts[-1]
-                and (stream is None or not stream.in_next)):
+                and (stream is None or not stream.fetching())):
             self.finish(t)
 
     # -- ends ------------------------------------------------------------------------

@@ -4,16 +4,22 @@ generators).
 
 Per streamed chunk the proxy takes one timestamp, bumps a counter and asks the endpoint's
 ``observe`` whether the chunk carries output (attribute access only); no OpenTelemetry call
-and no other allocation.  A stream ends its call exactly once, however it ends: exhausted,
-``close()``, context-manager exit, an exception (error status), async cancellation, the SDK
-helper closing the HTTP response (seen through httpcore's ``response_closed`` event), or the
-proxy being garbage-collected after a ``break`` (then it ends at the last chunk taken).
+and no other allocation.  Over a generator (an SDK stream's own, or one handed back as it is)
+the sync hot path is a generator too (:func:`_sync_chunks`); over any other iterator it is a
+class's ``__next__`` (:class:`_SyncChunks`).
+
+A stream ends its call exactly once, however it ends: exhausted, ``close()``,
+context-manager exit, an exception (error status), async cancellation, the SDK helper
+closing the HTTP response (seen through httpcore's ``response_closed`` event), or the proxy
+being garbage-collected after a ``break`` (then it ends at the last chunk taken).
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
 from time import perf_counter, thread_time
+from types import GeneratorType
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -49,10 +55,16 @@ def _sdk_next(wrapped: Any, name: str) -> Any:
     return getattr(wrapped, name)
 
 
+def _is_generator_next(fetch: Any) -> bool:
+    """``fetch`` is a generator's own ``__next__``: a generator reading it raises as that
+    generator would (``ValueError`` for a second thread, nothing more after an exception)."""
+    return type(getattr(fetch, "__self__", None)) is GeneratorType
+
+
 _CHUNK_SLOTS = ("__weakref__", "busy", "call", "chunks", "content", "cpu_at", "cpu_first",
-                "first_arrivals", "first_chunk", "first_cpu", "following", "in_next", "meta_chunk",
-                "next", "observe", "outputs", "plain_next", "t_chunk", "t_first", "t_first_chunk",
-                "t_last", "usage_chunk")
+                "first_arrivals", "first_chunk", "first_cpu", "following", "gen", "in_next",
+                "meta_chunk", "next", "observe", "outputs", "plain_next", "t_chunk", "t_first",
+                "t_first_chunk", "t_last", "usage_chunk")
 
 
 class _Chunks:
@@ -94,7 +106,19 @@ class _Chunks:
         self.first_arrivals: Any = None  # the first token's window's arrival times
         self.busy = False
         self.cpu_at: Any = None
+        # The hot path's generator (weakly: it holds this state), when there is one.
+        self.gen: Any = None
         call.stream = weakref.ref(self)
+
+    def fetching(self) -> bool:
+        """Inside the source's ``next`` now: an SDK that closes its response there (at the
+        stream's end, on an error) leaves the call's end to the hot path, which sees how the
+        fetch ended.  The generator's ``gi_running`` says so without a flag set per chunk."""
+        gen = self.gen
+        if gen is None:
+            return self.in_next
+        running = gen()
+        return running is not None and running.gi_running
 
     def first_output(self) -> None:
         """The first output token was handed over (once per stream)."""
@@ -107,7 +131,9 @@ class _Chunks:
 
 
 class _SyncChunks(_Chunks):
-    """The sync per-chunk hot path."""
+    """The sync per-chunk state, and the hot path over a source that is not a generator
+    (litellm's stream wrapper, another instrumentation's proxy): its ``__next__`` keeps what
+    the source does after it raised, or when two threads read it, the source's own."""
 
     __slots__ = ()
 
@@ -145,6 +171,72 @@ class _SyncChunks(_Chunks):
         except Exception:  # noqa: BLE001 - an odd chunk must not reach the program
             internal_error("llm.observe")
         return chunk
+
+
+def _sync_chunks(state: _SyncChunks) -> Iterator[Any]:
+    """The sync per-chunk hot path over a generator, as a generator: a ``for`` loop resumes
+    its frame, where a class's ``__next__`` is looked up and given a frame of its own per
+    chunk, and what does not change during the stream (the endpoint's ``observe``, the
+    counts) is a local, not an attribute read per chunk.  It ends and raises as the source
+    generator would.
+
+    Two loops: until the first output token each fetch goes through ``state.next`` (the
+    first-fetch wrappers, which replace themselves there), and the first chunk and the first
+    token are marked; after it, the source generator is iterated directly.  The state's marks
+    are written per chunk all the same: the call may end while the program holds the stream
+    (its task's end, the SDK closing the response, a ``break``)."""
+    observe = state.observe
+    n = 0
+    while True:
+        try:
+            chunk = state.next()
+        except StopIteration:
+            state.call.finish(None, None, None, state)
+            return
+        except BaseException as exc:
+            state.call.finish(None, exc, None, state)
+            raise
+        state.t_chunk = t = perf_counter()
+        n += 1
+        state.chunks = n
+        if n == 1:
+            state.t_first_chunk = t
+            state.first_chunk = chunk
+        first = False
+        try:
+            if FAULTS:
+                fault("llm.observe")
+            if observe(state, chunk):
+                state.t_first = state.t_last = t
+                state.outputs = outputs = 1
+                first = True
+                state.first_output()
+        except Exception:  # noqa: BLE001 - an odd chunk must not reach the program
+            internal_error("llm.observe")
+        yield chunk
+        if first:
+            break
+    try:
+        for chunk in state.plain_next.__self__:
+            state.t_chunk = t = perf_counter()
+            n += 1
+            state.chunks = n
+            try:
+                if FAULTS:
+                    fault("llm.observe")
+                if observe(state, chunk):
+                    state.t_last = t
+                    outputs += 1
+                    state.outputs = outputs
+            except Exception:  # noqa: BLE001
+                internal_error("llm.observe")
+            yield chunk
+    except GeneratorExit:  # closed at a ``yield``: the program dropped or closed the stream
+        raise
+    except BaseException as exc:
+        state.call.finish(None, exc, None, state)
+        raise
+    state.call.finish(None, None, None, state)
 
 
 class _AsyncChunks(_Chunks):
@@ -265,28 +357,35 @@ def _async_sent_on_first_fetch(chunks: _Chunks, fetch: Any) -> Any:
 class SyncStream(ObjectProxy):
     """A sync stream (``openai.Stream``, a generator, an iterator) with first-token timing.
 
-    ``iter()`` hands out the slots iterator, so a ``for`` loop never touches the proxy per
-    chunk; everything else (``response``, ``isinstance``) is the SDK stream's.
+    ``iter()`` hands out the hot path's iterator (:func:`_sync_chunks`' generator, or the
+    slots iterator), so a ``for`` loop never touches the proxy per chunk; everything else
+    (``response``, ``isinstance``) is the SDK stream's.
     """
 
     def __init__(self, wrapped: Any, call: LLMCall) -> None:
         super().__init__(wrapped)
         self._self_call = call
-        # The iterator outlives the proxy in ``for chunk in client...create(stream=True)``;
-        # its __del__ ends a call nobody finished.
-        self._self_chunks = chunks = _SyncChunks(call, _sdk_next(wrapped, "__next__"))
+        fetch = _sdk_next(wrapped, "__next__")
+        # The state outlives the proxy in ``for chunk in client...create(stream=True)``
+        # (the iterator holds it); its __del__ ends a call nobody finished.
+        chunks = _SyncChunks(call, fetch)
         chunks.next = _timed_until_first_token(chunks, chunks.plain_next)
         if call.attempts:
             _wire.start(chunks)
         else:
             chunks.next = _sent_on_first_fetch(chunks, chunks.next)
+        if _is_generator_next(fetch):
+            self._self_chunks = gen = _sync_chunks(chunks)
+            chunks.gen = weakref.ref(gen)
+        else:
+            self._self_chunks = chunks
         call.defer()
 
     def __iter__(self) -> Any:
         return self._self_chunks
 
     def __next__(self) -> Any:
-        return self._self_chunks.__next__()
+        return next(self._self_chunks)
 
     def close(self) -> Any:
         try:
