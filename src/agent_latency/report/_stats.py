@@ -74,8 +74,9 @@ def _mean(values: list[float]) -> float:
         return math.fsum(values) / n
     except OverflowError:
         # Finite values whose sum is beyond a float (a trace's 9e307 tokens/s, twice): summed
-        # scaled down by a power of two at least ``n`` (exact, unlike ``v / n``, whose
-        # rounding up let three of the largest float overflow again), then scaled back.
+        # scaled down by a power of two at least ``n`` and scaled back.  The scaling rounds
+        # nothing (only values too small to matter beside these can lose bits), where
+        # ``v / n`` rounded up and let three of the largest float overflow again.
         scale = n.bit_length()
         return math.ldexp(math.fsum(math.ldexp(v, -scale) for v in values) / n, scale)
     except ValueError:  # both infinities: no mean
