@@ -15,7 +15,9 @@ streams of two lengths.  Libraries:
   hooks, TCP_INFO, budget processor);
 * ``official`` — ``opentelemetry-instrumentation-openai-v2``;
 * ``openllmetry`` — ``opentelemetry-instrumentation-openai``;
-* ``openinference`` — ``openinference-instrumentation-openai``.
+* ``openinference`` — ``openinference-instrumentation-openai``;
+* ``null`` — a pass-through wrapper on ``Completions.create`` that records nothing (not in the
+  default set: the instruction benchmarks' measure of their own spread).
 
 Goals: per streamed chunk <= 1.0 µs added and <= 0.5x the official's; per non-streaming
 call <= 0.5x the official's.
@@ -118,10 +120,34 @@ def _setup(library: str) -> Any:
         from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInference
 
         instrumentor = OpenInference()
+    elif library == "null":
+        instrumentor = _Null()
     else:
         return None
     instrumentor.instrument(**kwargs)
     return instrumentor
+
+
+class _Null:
+    """An instrumentation that records nothing: a pass-through wrapper on the method the
+    others wrap (``Completions.create``), put on and taken off as theirs are.  Its "added"
+    figures are the measurement's own: what toggling a wrapper between batches moves in the
+    SDK's work (which types get new version tags, so which attribute lookups miss CPython's
+    type cache), with no code of a library per chunk."""
+
+    __slots__ = ()
+
+    def instrument(self, **_kwargs: Any) -> None:
+        import wrapt
+
+        wrapt.wrap_function_wrapper("openai.resources.chat.completions", "Completions.create",
+                                    lambda wrapped, _instance, args, kwargs:
+                                    wrapped(*args, **kwargs))
+
+    def uninstrument(self) -> None:
+        from openai.resources.chat.completions import Completions
+
+        Completions.create = Completions.__dict__["create"].__wrapped__
 
 
 def _patch_points() -> dict[str, Any]:
