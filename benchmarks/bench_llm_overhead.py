@@ -139,15 +139,20 @@ class _Null:
 
     def instrument(self, **_kwargs: Any) -> None:
         import wrapt
+        from openai.resources.chat.completions import Completions
 
+        if isinstance(Completions.__dict__["create"], wrapt.FunctionWrapper):
+            return  # on already: once, as an instrumentor's guard keeps it
         wrapt.wrap_function_wrapper("openai.resources.chat.completions", "Completions.create",
                                     lambda wrapped, _instance, args, kwargs:
                                     wrapped(*args, **kwargs))
 
     def uninstrument(self) -> None:
+        import wrapt
         from openai.resources.chat.completions import Completions
 
-        Completions.create = Completions.__dict__["create"].__wrapped__
+        if isinstance(Completions.__dict__["create"], wrapt.FunctionWrapper):
+            Completions.create = Completions.__dict__["create"].__wrapped__
 
 
 def _patch_points() -> dict[str, Any]:
