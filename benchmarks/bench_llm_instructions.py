@@ -62,7 +62,8 @@ stream gets): the difference is the added cost per read.
 ``null`` (a pass-through wrapper on ``Completions.create``, put on and taken off as the
 others are, recording nothing) measures the benchmark itself: its per-chunk figure is what
 toggling a wrapper between batches moves in the SDK's own work (-99 to -370 per chunk in
-three runs on 2026-11-30, against ours' +3,600 to +5,500), so a library's spread beyond
+three runs on 2026-11-30, against ours' +3,600 to +5,500, taken before ``instrument()`` had
+its guard, so with a second wrapper toggled over a first), so a library's spread beyond
 that is its own path's.
 
 ``agent_latency+bare`` turns off what ours measures beyond the official's call span and
