@@ -32,8 +32,9 @@ def _check_stream(span, sim=None):
     assert a[semconv.GEN_AI_PROVIDER_NAME] == "anthropic"
     assert a[semconv.LLM_STREAMING] is True
     assert a[semconv.LLM_TIMING_SOURCE] == "measured"
-    # message_start and content_block_start come before the first token.
-    assert a[semconv.LLM_TTFT] > a[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]
+    # message_start and content_block_start come before the first token: the first chunk
+    # is never dated after it (one date when they land in one segment, both from the wire).
+    assert a[semconv.LLM_TTFT] >= a[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]
     assert a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 8
     assert a[semconv.GEN_AI_USAGE_INPUT_TOKENS] > 100
     assert a[semconv.GEN_AI_RESPONSE_FINISH_REASONS]
