@@ -137,22 +137,30 @@ class _Null:
 
     __slots__ = ()
 
-    def instrument(self, **_kwargs: Any) -> None:
+    @staticmethod
+    def _wrapper() -> Any:
+        """The wrapper on ``Completions.create`` when it is on, else None."""
         import wrapt
         from openai.resources.chat.completions import Completions
 
-        if isinstance(Completions.__dict__["create"], wrapt.FunctionWrapper):
+        current = Completions.__dict__["create"]
+        return current if isinstance(current, wrapt.FunctionWrapper) else None
+
+    def instrument(self, **_kwargs: Any) -> None:
+        import wrapt
+
+        if self._wrapper() is not None:
             return  # on already: once, as an instrumentor's guard keeps it
         wrapt.wrap_function_wrapper("openai.resources.chat.completions", "Completions.create",
                                     lambda wrapped, _instance, args, kwargs:
                                     wrapped(*args, **kwargs))
 
     def uninstrument(self) -> None:
-        import wrapt
         from openai.resources.chat.completions import Completions
 
-        if isinstance(Completions.__dict__["create"], wrapt.FunctionWrapper):
-            Completions.create = Completions.__dict__["create"].__wrapped__
+        wrapper = self._wrapper()
+        if wrapper is not None:
+            Completions.create = wrapper.__wrapped__
 
 
 def _patch_points() -> dict[str, Any]:
