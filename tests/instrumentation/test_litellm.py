@@ -82,7 +82,10 @@ class TestCompletion:
             chunks = list(litellm.completion(**_kwargs(
                 sim, provider, stream=True, stream_options={"include_usage": True})))
         assert chunks
-        _check(one_llm_span(otel), sim, provider, streamed=True)
+        span = one_llm_span(otel)
+        _check(span, sim, provider, streamed=True)
+        # (read through litellm's wrapper, an iterator class: the slots hot path)
+        assert span.attributes[semconv.LLM_CHUNKS] == len(chunks)
         task = otel.span("invoke_agent t")
         assert task.attributes[semconv.budget_count("llm_calls")] == 1
 

@@ -61,10 +61,10 @@ def _is_generator_next(fetch: Any) -> bool:
     return type(getattr(fetch, "__self__", None)) is GeneratorType
 
 
-_CHUNK_SLOTS = ("__weakref__", "busy", "call", "chunks", "content", "cpu_at", "cpu_first",
+_CHUNK_SLOTS = ("__weakref__", "busy", "call", "content", "cpu_at", "cpu_first",
                 "first_arrivals", "first_chunk", "first_cpu", "following", "gen", "in_next",
-                "meta_chunk", "next", "observe", "outputs", "plain_next", "t_chunk", "t_first",
-                "t_first_chunk", "t_last", "usage_chunk")
+                "meta_chunk", "next", "observe", "others", "outputs", "plain_next", "t_chunk",
+                "t_first", "t_first_chunk", "t_last", "usage_chunk")
 
 
 class _Chunks:
@@ -94,7 +94,10 @@ class _Chunks:
         # Only endpoints whose responses never stream (embeddings) leave observe unset.
         self.observe = call.endpoint.observe  # type: ignore[assignment]  # None only where nothing streams
         self.in_next = False
-        self.chunks = self.outputs = 0
+        # Chunks are counted as outputs and others (a role-only delta, the finish and usage
+        # chunks, an empty delta), each where it is known which: one count of every chunk
+        # would be an integer allocated and freed per chunk past 256, ~270 instructions.
+        self.others = self.outputs = 0
         self.t_chunk = self.t_first = self.t_last = self.t_first_chunk = None
         self.first_chunk = self.meta_chunk = self.usage_chunk = None
         self.first_cpu = 0.0
@@ -109,6 +112,11 @@ class _Chunks:
         # The hot path's generator (weakly: it holds this state), when there is one.
         self.gen: Any = None
         call.stream = weakref.ref(self)
+
+    @property
+    def chunks(self) -> int:
+        """The chunks handed over so far."""
+        return self.outputs + self.others
 
     def fetching(self) -> bool:
         """Inside the source's ``next`` now: an SDK that closes its response there (at the
@@ -154,9 +162,7 @@ class _SyncChunks(_Chunks):
             raise
         self.in_next = False
         self.t_chunk = t = perf_counter()
-        n = self.chunks
-        self.chunks = n + 1
-        if not n:
+        if self.t_first_chunk is None:
             self.t_first_chunk = t
             self.first_chunk = chunk
         try:
@@ -168,7 +174,10 @@ class _SyncChunks(_Chunks):
                     self.first_output()
                 self.t_last = t
                 self.outputs += 1
+            else:
+                self.others += 1
         except Exception:  # noqa: BLE001 - an odd chunk must not reach the program
+            self.others += 1
             internal_error("llm.observe")
         return chunk
 
@@ -186,7 +195,7 @@ def _sync_chunks(state: _SyncChunks) -> Iterator[Any]:
     are written per chunk all the same: the call may end while the program holds the stream
     (its task's end, the SDK closing the response, a ``break``)."""
     observe = state.observe
-    n = 0
+    others = 0
     while True:
         try:
             chunk = state.next()
@@ -197,9 +206,7 @@ def _sync_chunks(state: _SyncChunks) -> Iterator[Any]:
             state.call.finish(None, exc, None, state)
             raise
         state.t_chunk = t = perf_counter()
-        n += 1
-        state.chunks = n
-        if n == 1:
+        if not others:
             state.t_first_chunk = t
             state.first_chunk = chunk
         first = False
@@ -211,7 +218,13 @@ def _sync_chunks(state: _SyncChunks) -> Iterator[Any]:
                 state.outputs = outputs = 1
                 first = True
                 state.first_output()
+            else:
+                others += 1
+                state.others = others
         except Exception:  # noqa: BLE001 - an odd chunk must not reach the program
+            if not first:  # (not counted yet)
+                others += 1
+                state.others = others
             internal_error("llm.observe")
         yield chunk
         if first:
@@ -219,8 +232,6 @@ def _sync_chunks(state: _SyncChunks) -> Iterator[Any]:
     try:
         for chunk in state.plain_next.__self__:
             state.t_chunk = t = perf_counter()
-            n += 1
-            state.chunks = n
             try:
                 if FAULTS:
                     fault("llm.observe")
@@ -228,7 +239,12 @@ def _sync_chunks(state: _SyncChunks) -> Iterator[Any]:
                     state.t_last = t
                     outputs += 1
                     state.outputs = outputs
+                else:
+                    others += 1
+                    state.others = others
             except Exception:  # noqa: BLE001
+                others += 1
+                state.others = others
                 internal_error("llm.observe")
             yield chunk
     except GeneratorExit:  # closed at a ``yield``: the program dropped or closed the stream
@@ -264,9 +280,7 @@ class _AsyncChunks(_Chunks):
             raise
         self.in_next = False
         self.t_chunk = t = perf_counter()
-        n = self.chunks
-        self.chunks = n + 1
-        if not n:
+        if self.t_first_chunk is None:
             self.t_first_chunk = t
             self.first_chunk = chunk
         try:
@@ -278,7 +292,10 @@ class _AsyncChunks(_Chunks):
                     self.first_output()
                 self.t_last = t
                 self.outputs += 1
+            else:
+                self.others += 1
         except Exception:  # noqa: BLE001
+            self.others += 1
             internal_error("llm.observe")
         return chunk
 
