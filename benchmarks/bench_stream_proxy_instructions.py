@@ -10,6 +10,13 @@ wrapper's kind, read through the slots class's ``__next__``).  No SDK, no wire, 
 thread: the same count on every run.  Printed per source: instructions per chunk, bare and
 through the proxy, and their difference.
 
+A third source is what the proxy meets in the openai SDK: real ``ChatCompletionChunk``
+objects (pydantic's, whose fields CPython 3.11 reads through the type attribute cache), from
+a generator read bare through a re-yielding generator, as ``Stream.__iter__`` reads its own
+(the layer the proxy takes the place of), against the proxy over the same generator.  Its
+difference is the path's own cost in the SDK; what ``bench_llm_instructions.py`` measures
+beyond it, the type attribute cache's misses, differs from process to process.
+
     python benchmarks/bench_stream_proxy_instructions.py [--n 5000]
 """
 
@@ -25,11 +32,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _callgrind as callgrind
 
-_SOURCES = ("generator", "iterator")
+_SOURCES = ("generator", "iterator", "sdk")
 _KINDS = tuple(f"{way}-{source}" for source in _SOURCES for way in ("bare", "proxy"))
 
 
 def worker(n: int) -> None:
+    from openai.types.chat import ChatCompletionChunk
+
     from agent_latency.instrumentation.llm import _stream, _wire
     from agent_latency.instrumentation.llm.openai import _chat_observe
 
@@ -67,15 +76,28 @@ def worker(n: int) -> None:
         for _ in range(n):
             yield chunk
 
+    sdk_chunks = [ChatCompletionChunk.model_validate({
+        "id": "c", "created": 0, "model": "m", "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": f"t{i}"}, "finish_reason": None}]})
+        for i in range(64)]
+
+    def sdk_generator() -> Any:
+        for i in range(n):
+            yield sdk_chunks[i & 63]
+
+    def stream_iter(source: Any) -> Any:  # what ``Stream.__iter__`` is
+        for item in source:  # noqa: UP028 - the SDK's own words (``yield from`` runs otherwise)
+            yield item
+
     def read(kind: str) -> None:
         way, source_kind = kind.split("-")
-        source = generator() if source_kind == "generator" else Chunks()
+        source = {"generator": generator, "iterator": Chunks, "sdk": sdk_generator}[source_kind]()
         if way == "bare":
-            for _ in source:
+            for _ in stream_iter(source) if source_kind == "sdk" else source:
                 pass
             return
         state = _stream._SyncChunks(Call(), source.__next__)
-        for _ in _stream._sync_chunks(state) if source_kind == "generator" else state:
+        for _ in state if source_kind == "iterator" else _stream._sync_chunks(state):
             pass
 
     for kind in _KINDS:  # first use: imports, caches, specialisation
@@ -102,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"instructions per chunk (callgrind, {args.n:,} chunks)")
     for source in _SOURCES:
         bare, proxy = (counts[f"{way}-{source}"] / args.n for way in ("bare", "proxy"))
-        print(f"  from {'a generator' if source == 'generator' else 'an iterator class'}: "
+        name = {"generator": "a generator", "iterator": "an iterator class",
+                "sdk": "openai's chunks, bare through Stream.__iter__'s layer"}[source]
+        print(f"  from {name}: "
               f"bare loop {bare:,.0f}, through the proxy {proxy:,.0f}: "
               f"the proxy adds {proxy - bare:+,.0f}")
     return 0
