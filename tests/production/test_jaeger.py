@@ -37,8 +37,11 @@ from ._stack import Server, free_port, http_json, wait_for
 pytestmark = pytest.mark.slow
 
 SERVICE = "otlp-agent"
-SLOW_THRESHOLD_S = 4.0
-SLOW_TASK_S = 5.0
+# Fast tasks take 1.5 s on a quiet machine; 40 of them at once on two loaded cores took up
+# to 5.96 s (median 2.25 s, 26 of 200 over 4 s, a fresh-clone run of 2026-11-30 beside
+# callgrind benchmarks): the threshold sits above that, the slow tasks above it.
+SLOW_THRESHOLD_S = 6.5
+SLOW_TASK_S = 8.0
 OTHER_TASK_S = 1.5
 COUNTS = {"slow": 6, "failed": 6, "fast": 200}
 BASELINE = 0.10
@@ -179,11 +182,12 @@ class TestTailSampling:
         # only the ones under it are the baseline's.
         fast = [t for t in run.tasks if t["kind"] == "fast"
                 and _duration_s(local[t["trace_id"]]) < SLOW_THRESHOLD_S]
-        assert len(fast) >= COUNTS["fast"] * 0.9
-        kept = [t for t in fast if t["trace_id"] in stored]
         n, p = len(fast), BASELINE
         # Binomial: more than 4 standard deviations out happens about once in 30,000 runs.
         spread = 4 * math.sqrt(n * p * (1 - p))
+        # Enough of them that a baseline keeping none would fail (n·p > 4 sd: n > 144).
+        assert n * p - spread > 0, f"only {n} fast tasks were under the threshold"
+        kept = [t for t in fast if t["trace_id"] in stored]
         assert n * p - spread <= len(kept) <= n * p + spread, (len(kept), n)
         for task in kept:
             trace_id = task["trace_id"]
