@@ -20,6 +20,17 @@ from opentelemetry.util._once import Once
 
 from agent_latency import BudgetSpanProcessor, _log, semconv
 
+try:
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # a venv without it runs no property test
+    pass
+else:
+    # Property tests check what is computed, never how fast: no per-example deadline (the
+    # default 200 ms fails a correct example on a loaded machine, where one example can
+    # wait that long for a core).
+    _hypothesis_settings.register_profile("agent_latency", deadline=None)
+    _hypothesis_settings.load_profile("agent_latency")
+
 # The suite calls instrument() in many places: no implicit process task there, so each test's
 # span tree is the one it builds (tests/test_process_task.py turns it on in subprocesses).
 os.environ[semconv.ENV_PROCESS_TASK] = "false"
