@@ -27,7 +27,8 @@ except ImportError:  # a venv without it runs no property test
 else:
     # Property tests check what is computed, never how fast: no per-example deadline (the
     # default 200 ms fails a correct example on a loaded machine, where one example can
-    # wait that long for a core).
+    # wait that long for a core).  The one place for it: test files set only their own
+    # example counts and health checks.
     _hypothesis_settings.register_profile("agent_latency", deadline=None)
     _hypothesis_settings.load_profile("agent_latency")
 

@@ -83,7 +83,7 @@ marks_st = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(marks_st)
 # Retries that fill the whole call: t_call + retry rounded past t_end (a negative RTT).
 @example(CallMarks(t_call=1.209041564052298, t_send=0.0, t_sent=0.0, t_end=3.3608346540170246,

@@ -37,7 +37,7 @@ def _cumulative(deltas):
 class TestInvariants:
     """Over random intervals, overlays and CPU samples."""
 
-    @settings(max_examples=400, deadline=None)
+    @settings(max_examples=400)
     @given(intervals_st, samples_st)
     def test_parts_non_negative_and_add_up_to_other_exactly(self, ivs, samples):
         budget = split(ivs, 0, 1_000 * MS, cpu=samples)
@@ -47,7 +47,7 @@ class TestInvariants:
         assert sum(parts.values()) == budget.shares["other"]
         assert budget.other_measured
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=200)
     @given(intervals_st, samples_st)
     def test_overlays_leave_the_components_alone(self, ivs, samples):
         """A pause or an import names other time; it takes none from a component."""
@@ -57,7 +57,7 @@ class TestInvariants:
             assert with_.shares[c] == pytest.approx(without.shares[c], abs=1e-9)
             assert with_.busy[c] == pytest.approx(without.busy[c], abs=1e-9)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=200)
     @given(intervals_st, samples_st, st.randoms())
     def test_independent_of_input_order(self, ivs, samples, rnd):
         shuffled, mixed = list(ivs), list(samples)
@@ -68,7 +68,7 @@ class TestInvariants:
         for part in OTHER_PARTS:
             assert a.other_parts[part] == pytest.approx(b.other_parts[part], abs=1e-9)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=200)
     @given(intervals_st, samples_st)
     def test_cpu_never_exceeds_the_cpu_time_sampled(self, ivs, samples):
         budget = split(ivs, 0, 1_000 * MS, cpu=samples)
@@ -76,7 +76,7 @@ class TestInvariants:
         sampled = (inside[-1] - inside[0]) * 1e-9 if inside else 0.0
         assert budget.other_parts["cpu"] <= sampled + 1e-9
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=300)
     @given(st.floats(0, 1e4), st.dictionaries(st.sampled_from(OTHER_PARTS[:-1]),
                                               st.floats(-1e4, 1e4, allow_nan=False)))
     def test_other_parts_of_any_claims_add_up_exactly(self, other, claims):
@@ -89,7 +89,7 @@ class TestInvariants:
 class TestRunning:
     """Folded as a long task folds, the parts are the full sweep's."""
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=300)
     @given(intervals_st, samples_st, st.integers(1, 7))
     def test_folded_parts_equal_the_full_sweep(self, ivs, samples, every):
         running = RunningSplit(0)

@@ -44,7 +44,7 @@ def _arrive_and_fold(ivs: list[Interval], running: RunningSplit, every: int) -> 
 class TestEqualsTheFullSweep:
     """Folded as it goes, the budget is the full sweep's, to 1 µs."""
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=300)
     @given(spans_st, st.integers(1, 7), st.integers(1_050 * MS, 1_500 * MS))
     def test_same_budget_and_setup_saving(self, raw, every, end):
         ivs = _intervals(raw)
@@ -54,7 +54,7 @@ class TestEqualsTheFullSweep:
         assert running.connection_setup_saving == pytest.approx(
             connection_setup_saving(sorted(ivs, key=lambda iv: iv.start)), abs=1e-9)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=200)
     @given(spans_st)
     def test_folding_everywhere_or_nowhere_is_the_same(self, raw):
         ivs = _intervals(raw)
@@ -83,7 +83,7 @@ class TestEqualsTheFullSweep:
 class TestLateIntervals:
     """An interval that arrives after its time was folded: busy exact, shares still add up."""
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=200)
     @given(spans_st, st.integers(0, 1_000 * MS))
     def test_busy_exact_and_shares_sum_to_wall(self, raw, fold_at):
         ivs = _intervals(raw)

@@ -24,7 +24,7 @@ intervals_st = st.lists(
 class TestSplitInvariants:
     """Invariants over random interval sets."""
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=300)
     @given(intervals_st)
     def test_components_non_negative_and_sum_to_wall(self, ivs):
         budget = split(ivs, 0, 1_000 * MS)
@@ -33,7 +33,7 @@ class TestSplitInvariants:
         assert abs(sum(budget.shares.values()) - budget.wall) < 1e-6
         assert budget.wall == pytest.approx(1.0)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=200)
     @given(intervals_st, st.randoms())
     def test_independent_of_input_order(self, ivs, rnd):
         shuffled = list(ivs)
@@ -43,7 +43,7 @@ class TestSplitInvariants:
             assert a.shares[c] == pytest.approx(b.shares[c], abs=1e-9)
             assert a.busy[c] == pytest.approx(b.busy[c], abs=1e-9)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=200)
     @given(intervals_st)
     def test_share_never_exceeds_busy_except_other(self, ivs):
         budget = split(ivs, 0, 1_000 * MS)

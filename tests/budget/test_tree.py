@@ -68,7 +68,7 @@ def _check(task: TaskNode) -> None:
 class TestTreeInvariants:
     """Any tree of spans: components non-negative and adding up to the wall time."""
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=200)
     @given(traces())
     def test_components_are_non_negative_and_sum_to_wall(self, spans: list[Span]) -> None:
         tasks, problems = assemble(spans)
@@ -77,7 +77,7 @@ class TestTreeInvariants:
         for task in tasks:
             _check(task)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=200)
     @given(traces())
     def test_nested_tasks_count_in_the_tasks_around_them(self, spans: list[Span]) -> None:
         tasks, _ = assemble(spans)
@@ -89,7 +89,7 @@ class TestTreeInvariants:
         root = tasks[0]
         assert root.counts["subtasks"] == len(tasks) - 1
 
-    @settings(max_examples=100, deadline=None)
+    @settings(max_examples=100)
     @given(traces())
     def test_span_by_span_gives_the_same_budgets(self, spans: list[Span]) -> None:
         """Fed as the processor feeds it (spans as they end, nested tasks absorbed as they

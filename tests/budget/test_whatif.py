@@ -30,7 +30,7 @@ speedups_st = st.builds(
 class TestWhatIfInvariants:
     """Invariants of the projection over random tasks."""
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=300)
     @given(intervals_st)
     def test_no_change_returns_recorded_wall(self, ivs):
         p = project(ivs, 0, 1_400 * MS, Scenario())
@@ -38,14 +38,14 @@ class TestWhatIfInvariants:
         for iv, s, e in p.schedule:
             assert (s, e) == (iv.start, iv.end)
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=300)
     @given(intervals_st, speedups_st)
     def test_speedups_never_make_the_task_longer(self, ivs, scenario):
         p = project(ivs, 0, 1_400 * MS, scenario)
         assert p.projected_wall <= p.recorded_wall + 1e-9
         assert p.projected_wall >= 0
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=200)
     @given(intervals_st, speedups_st)
     def test_happens_before_is_kept(self, ivs, scenario):
         p = project(ivs, 0, 1_400 * MS, scenario)
@@ -123,7 +123,7 @@ class TestWhatIfCases:
             Scenario(network_reduction=1.5)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(intervals_st)
 def test_no_change_is_exact_at_epoch_nanoseconds(ivs):
     """Real spans carry epoch nanoseconds (~1.7e18), beyond a double's exact integers."""
@@ -169,7 +169,7 @@ nested_st = st.lists(
 ])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(nested_st, st.dictionaries(st.sampled_from(["a", "b", "c"]), st.floats(1, 10)))
 def test_nested_tools_keep_the_invariants(ivs, factors):
     assert project(ivs, 0, 1_400 * MS, Scenario()).projected_wall == pytest.approx(1.4)
@@ -254,7 +254,7 @@ class TestBusyClient:
         assert p.client_kept == pytest.approx(p.projected_wall - unpaced.projected_wall)
         assert p.client_kept == pytest.approx(0.2)
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=300)
     @given(st.lists(busy_stream_st, min_size=1, max_size=4), speedups_st)
     def test_speedups_never_make_busy_streams_longer(self, streams, scenario):
         ivs = [iv for stream in streams for iv in stream]
@@ -264,7 +264,7 @@ class TestBusyClient:
         assert project(ivs, 0, end, Scenario()).projected_wall == pytest.approx(
             p.recorded_wall, abs=1e-9)
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=300)
     @given(busy_stream_st, speedups_st)
     def test_the_pace_of_one_stream_never_saves_more(self, stream, scenario):
         end = stream[-1].end

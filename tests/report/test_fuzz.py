@@ -178,7 +178,7 @@ class TestFuzzedTraces:
     """Generated OTLP/JSON with hostile strings and numbers: no traceback, one line per
     problem."""
 
-    @settings(max_examples=150, deadline=None,
+    @settings(max_examples=150,
               suppress_health_check=[HealthCheck.function_scoped_fixture,
                                      HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(docs=st.lists(documents, min_size=1, max_size=3), tasks=st.booleans())
@@ -190,7 +190,7 @@ class TestFuzzedTraces:
         _check(status, err, "agent-latency report")
         assert not _CONTROL.search(out.replace("\n", "")), out
 
-    @settings(max_examples=60, deadline=None,
+    @settings(max_examples=60,
               suppress_health_check=[HealthCheck.function_scoped_fixture,
                                      HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(docs=st.lists(documents, min_size=1, max_size=3))
@@ -207,7 +207,7 @@ class TestFuzzedTraces:
             text = page.read_text(encoding="utf-8")  # whole, encodable
             assert not _CONTROL.search(text.replace("\n", "")), text
 
-    @settings(max_examples=60, deadline=None,
+    @settings(max_examples=60,
               suppress_health_check=[HealthCheck.function_scoped_fixture,
                                      HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(docs=st.lists(documents, min_size=1, max_size=3),
