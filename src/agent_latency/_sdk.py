@@ -386,27 +386,24 @@ def emit_finished_children(tracer: Any, parent: Any, children: Any, attributes: 
     the SDK's own span metrics (``OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED``) do not count
     them.
     """
+    global _last_tracer
     if not PRIVATE_FIELDS or _ReadableSpan is None or not isinstance(parent, _ReadableSpan):
         return False
-    processor = getattr(tracer, "span_processor", None)
-    ids = getattr(tracer, "id_generator", None)
-    resource = getattr(tracer, "resource", None)
+    last = _last_tracer  # (one tuple, replaced whole: threads never see half of one)
+    if last[0] is tracer:
+        facts = last[1]
+    else:
+        facts = _tracer_facts(tracer)
+        _last_tracer = (tracer, facts)
     context = getattr(parent, "_context", None)
-    on_end = getattr(processor, "on_end", None)
-    if on_end is None or ids is None or resource is None or type(context) is not _SpanContext:
+    if facts is None or type(context) is not _SpanContext:
         return False
+    on_end, new_id, draw, resource, scope, info = facts
     # (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid), unpacked in C: its
     # properties are a Python call each.
     trace_id, _span_id, _remote, flags, state, valid = context
     if not flags & 0x01:  # not sampled
         return False
-    scope = getattr(tracer, "_instrumentation_scope", None)
-    info = getattr(tracer, "instrumentation_info", None)
-    # The SDK's default generator's ids drawn as it draws them, and each child's context
-    # built as the tuple it is (the parent's trace valid, a non-zero id): two Python calls
-    # a child span less.
-    draw = getrandbits if type(ids) is _RandomIds and _CONTEXT_TUPLE else None
-    new_id = ids.generate_span_id
     for name, start, end in children:
         if draw is not None:
             span_id = draw(64) or new_id()
@@ -419,6 +416,29 @@ def emit_finished_children(tracer: Any, parent: Any, children: Any, attributes: 
             attributes, kind=_SpanKind.INTERNAL, instrumentation_info=info,
             start_time=start, end_time=end, instrumentation_scope=scope))
     return True
+
+
+# The tracer phase spans were last handed over on and what they are handed with: a program
+# has one tracer for its calls, whose facts are read once, not per call.
+_last_tracer: tuple[Any, Any] = (None, None)
+
+
+def _tracer_facts(tracer: Any) -> tuple[Any, ...] | None:
+    """``(on_end, new span id, draw, resource, scope, info)`` of an SDK ``tracer``, or None
+    where it is not the SDK's as expected."""
+    processor = getattr(tracer, "span_processor", None)
+    ids = getattr(tracer, "id_generator", None)
+    resource = getattr(tracer, "resource", None)
+    on_end = getattr(processor, "on_end", None)
+    if on_end is None or ids is None or resource is None:
+        return None
+    # The SDK's default generator's ids drawn as it draws them, and each child's context
+    # built as the tuple it is (the parent's trace valid, a non-zero id): two Python calls
+    # a child span less.
+    draw = getrandbits if type(ids) is _RandomIds and _CONTEXT_TUPLE else None
+    return (on_end, ids.generate_span_id, draw, resource,
+            getattr(tracer, "_instrumentation_scope", None),
+            getattr(tracer, "instrumentation_info", None))
 
 
 def default_textmap(textmap: Any) -> bool:

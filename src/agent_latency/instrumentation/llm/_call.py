@@ -72,6 +72,15 @@ class Settings:
         return self._instruments if self._instruments is not None else global_instruments()
 
 
+# The request's numeric settings recorded on its span (keyword, attribute), in the order a
+# later one wins.
+_REQUEST_NUMBERS = (("max_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
+                    ("max_completion_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
+                    ("max_output_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
+                    ("temperature", semconv.GEN_AI_REQUEST_TEMPERATURE))
+_NUMBER = (int, float)
+
+
 class LLMCall:
     """One model request, from the SDK method call to the end of its response."""
 
@@ -154,12 +163,9 @@ class LLMCall:
             attrs[semconv.SERVER_ADDRESS] = self.server_address
         if self.server_port:
             attrs[semconv.SERVER_PORT] = self.server_port
-        for key, attr in (("max_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
-                          ("max_completion_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
-                          ("max_output_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
-                          ("temperature", semconv.GEN_AI_REQUEST_TEMPERATURE)):
+        for key, attr in _REQUEST_NUMBERS:
             value = kwargs.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if value is not None and type(value) is not bool and isinstance(value, _NUMBER):
                 attrs[attr] = value
         name = f"{endpoint.operation} {model}" if model else endpoint.operation
         # Kept: the phase spans are made on the tracer the call span started on.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import Any, Protocol
 
 from opentelemetry.context import Context
@@ -337,20 +338,29 @@ def _attempt_events(call: FinishedCall) -> None:
                             timestamp=call.start_ns + round(offset * 1e9))
 
 
+# What a response said of itself, read off its Info in one C call each, beside the attribute
+# each value goes to (a loop over pairs built per call cost more than the values).
+_SERVER_TIMES = attrgetter("server_prefill", "server_generation", "server_load",
+                           "server_total", "server_queue")
+_SERVER_TIME_ATTRS = (semconv.LLM_SERVER_PREFILL, semconv.LLM_SERVER_OUTPUT_GENERATION,
+                      semconv.LLM_SERVER_LOAD, semconv.LLM_SERVER_TOTAL)
+_TOKENS = attrgetter("input_tokens", "output_tokens", "cache_read", "cache_creation",
+                     "reasoning_tokens")
+_TOKEN_ATTRS = (semconv.GEN_AI_USAGE_INPUT_TOKENS, semconv.GEN_AI_USAGE_OUTPUT_TOKENS,
+                semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+                semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+                semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS)
+
+
 def _server_attributes(info: Any, attrs: dict[str, Any]) -> None:
     """The server's own timings, beside the measured phases and labelled as reported."""
-    reported = False
-    for value, attr in ((info.server_prefill, semconv.LLM_SERVER_PREFILL),
-                        (info.server_generation, semconv.LLM_SERVER_OUTPUT_GENERATION),
-                        (info.server_load, semconv.LLM_SERVER_LOAD),
-                        (info.server_total, semconv.LLM_SERVER_TOTAL),
-                        (info.server_queue, None)):
+    times = _SERVER_TIMES(info)
+    if times.count(None) == len(times):
+        return
+    for value, attr in zip(times, _SERVER_TIME_ATTRS, strict=False):  # (the queue: no attr)
         if value is not None:
-            reported = True
-            if attr is not None:
-                attrs[attr] = value
-    if reported:
-        attrs[semconv.LLM_SERVER_TIMING_SOURCE] = semconv.SOURCE_SERVER_REPORTED
+            attrs[attr] = value
+    attrs[semconv.LLM_SERVER_TIMING_SOURCE] = semconv.SOURCE_SERVER_REPORTED
 
 
 def _info_attributes(info: Any, attrs: dict[str, Any]) -> None:
@@ -360,11 +370,7 @@ def _info_attributes(info: Any, attrs: dict[str, Any]) -> None:
         attrs[semconv.GEN_AI_RESPONSE_ID] = info.response_id
     if info.finish_reasons:
         attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(info.finish_reasons)
-    for value, attr in ((info.input_tokens, semconv.GEN_AI_USAGE_INPUT_TOKENS),
-                        (info.output_tokens, semconv.GEN_AI_USAGE_OUTPUT_TOKENS),
-                        (info.cache_read, semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
-                        (info.cache_creation, semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
-                        (info.reasoning_tokens, semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS)):
+    for value, attr in zip(_TOKENS(info), _TOKEN_ATTRS, strict=True):
         if value is not None:
             attrs[attr] = int(value)
 

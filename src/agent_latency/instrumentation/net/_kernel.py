@@ -100,6 +100,7 @@ _PEEK = getattr(socket, "MSG_PEEK", 0) | getattr(socket, "MSG_DONTWAIT", 0)
 # newest segment's stamp comes with the last queued byte.
 _PEEK_MAX = 1 << 18
 _TIMESPEC = struct.Struct("=qq")
+_SOL_SOCKET = int(socket.SOL_SOCKET)
 _buffers = threading.local()
 
 
@@ -229,7 +230,7 @@ def peek_queued(fd: int, family: int) -> tuple[int, float | None] | None:
     if not size:
         return None
     for level, kind, raw in ancillary:
-        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(raw) >= 16:
+        if level == _SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(raw) >= 16:
             seconds, nanoseconds = _TIMESPEC.unpack_from(raw)
             clock = CLOCK  # (``Clock.perf`` inline)
             now = time.perf_counter()
@@ -243,24 +244,31 @@ def _tcp_info_field(offset: int, layout: str, doc: str,
                     whole: bool = False) -> Callable[[Any], Any]:
     """A reader of one ``struct tcp_info`` field of a socket, or with ``whole`` of the
     fields ``layout`` spans from ``offset`` as a tuple (None where it cannot be read); one
-    Python call a read, the hot path's."""
+    Python call a read, the hot path's (up to nine a plain call: the level and the option
+    are the closure's, and an unpacked ``Q`` or ``I`` is an int already)."""
     field = struct.Struct(layout)
     end = offset + field.size
+    unpack_from = field.unpack_from
+    level = socket.IPPROTO_TCP
+    option = _TCP_INFO
 
     def read(sock: Any) -> Any:
-        if _TCP_INFO is None or sock is None:
+        if sock is None:
             return None
         try:
-            raw = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, end)
+            raw = sock.getsockopt(level, option, end)
         except (OSError, AttributeError, TypeError, ValueError):
             return None
         if len(raw) < end:
             return None
-        values = field.unpack_from(raw, offset)
-        return values if whole else int(values[0])
+        return unpack_from(raw, offset) if whole else unpack_from(raw, offset)[0]
 
-    read.__doc__ = doc
-    return read
+    def unknown(sock: Any) -> None:
+        return None
+
+    chosen = read if option is not None else unknown
+    chosen.__doc__ = doc
+    return chosen
 
 
 tcp_bytes_acked = _tcp_info_field(
@@ -353,7 +361,7 @@ def last_transmitted(fd: int, family: int,
                 break
             stamp, stamp_key = 0, None
             for level, kind, raw in ancillary:
-                if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPING and len(raw) >= 16:
+                if level == _SOL_SOCKET and kind == _SO_TIMESTAMPING and len(raw) >= 16:
                     seconds, nanoseconds = _TIMESPEC.unpack_from(raw)
                     stamp = seconds * 1_000_000_000 + nanoseconds
                 elif (level, kind) in _RECVERR and len(raw) >= _EE_DATA_AT + 4:
