@@ -9,7 +9,12 @@ uninstrumented; the difference, per call, is printed by module and by function. 
 not times: the same on an idle and a loaded machine, and (at ~1,600 instructions a Python
 call on 3.11) in step with ``bench_llm_instructions.py``'s per-call figure.
 
+``--bytecodes`` counts, instead of calls, the bytecodes each Python function executes
+(``sys.settrace`` with opcode events): a function's own work, wherever it is called from,
+which a call count cannot weigh (a loop over a response's header rows is one call).
+
     python benchmarks/bench_llm_calls.py [--n 50] [--libraries agent_latency,official] [--top 40]
+    python benchmarks/bench_llm_calls.py --bytecodes [--n 20]
 
 Library names as in ``bench_llm_instructions.py`` (``agent_latency+bare``: phase spans,
 ``traceparent`` and arrival times off; ``+nophases``, ``+nopropagate``, ``+noarrivals``: one
@@ -38,7 +43,7 @@ def _where(filename: str) -> str:
     return re.sub(r"^.*/lib/python3\.\d+/", "", filename)  # the standard library
 
 
-def worker(library: str, url: str, n: int) -> dict[str, float]:
+def worker(library: str, url: str, n: int, bytecodes: bool = False) -> dict[str, float]:
     import openai
     from bench_llm_overhead import VARIANTS, _setup
 
@@ -64,13 +69,26 @@ def worker(library: str, url: str, n: int) -> dict[str, float]:
             code = frame.f_code
             counts[f"{_where(code.co_filename)}:{code.co_name}"] += 1
 
+    def trace(frame: Any, event: str, _arg: Any) -> Any:
+        if event == "opcode":
+            code = frame.f_code
+            counts[f"{_where(code.co_filename)}:{code.co_name}"] += 1
+        elif event == "call":
+            frame.f_trace_opcodes = True
+            frame.f_trace_lines = False
+        return trace
+
     def batch() -> collections.Counter[str]:
         counts.clear()
-        sys.setprofile(profile)
+        if bytecodes:
+            sys.settrace(trace)
+        else:
+            sys.setprofile(profile)
         try:
             for _ in range(n):
                 call()
         finally:
+            sys.settrace(None)
             sys.setprofile(None)
         return collections.Counter(counts)
 
@@ -87,11 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=50, help="plain calls per batch")
     parser.add_argument("--libraries", default="agent_latency,official")
     parser.add_argument("--top", type=int, default=40, help="functions listed per library")
+    parser.add_argument("--bytecodes", action="store_true",
+                        help="count the bytecodes each function executes, not the calls")
     parser.add_argument("--worker")
     parser.add_argument("--url")
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps(worker(args.worker, args.url, args.n)))
+        print(json.dumps(worker(args.worker, args.url, args.n, args.bytecodes)))
         return 0
     import _callgrind as callgrind
 
@@ -100,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         for library in args.libraries.split(","):
             proc = subprocess.run(
                 [sys.executable, __file__, "--worker", library, "--url", sim.base_url,
-                 "--n", str(args.n)], capture_output=True, text=True, timeout=600,
+                 "--n", str(args.n), *(["--bytecodes"] if args.bytecodes else [])],
+                capture_output=True, text=True, timeout=600,
                 check=False)
             if proc.returncode != 0:
                 print(f"{library} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
@@ -110,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             modules: collections.Counter[str] = collections.Counter()
             for name, count in added.items():
                 modules["/".join(name.split(":")[0].split("/")[:2])] += count
-            print(f"{library}: {total:+.1f} Python calls per plain call")
+            unit = "bytecodes" if args.bytecodes else "Python calls"
+            print(f"{library}: {total:+.1f} {unit} per plain call")
             print("  by module: " + ", ".join(f"{m} {c:+.1f}" for m, c in
                                               modules.most_common(8)))
             for name, count in sorted(added.items(), key=lambda kv: -kv[1])[:args.top]:
