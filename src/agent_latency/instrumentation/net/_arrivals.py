@@ -144,7 +144,8 @@ class Arrivals(EventEnds):
     __slots__ = ("__weakref__", "_acked_at_start", "_key", "_last_key", "_quiet_at", "_received",
                  "awaiting", "consumed", "cpu_written", "cum",
                  "family", "fd", "kind", "last_out", "looks", "plain", "quiet", "reads", "sock",
-                 "stamping", "t", "t_sent", "t_start", "t_written", "ticked", "tls", "watched")
+                 "stamping", "t", "t_sent", "t_start", "t_written", "ticked", "tls", "watched",
+                 "written_since_take")
 
     def __init__(self, sock: Any) -> None:
         self.t_start = perf_counter()  # nothing read from now on arrived before it
@@ -181,6 +182,8 @@ class Arrivals(EventEnds):
         self.t_written: float | None = None
         self.cpu_written = 0.0
         self.stamping = False
+        # Bytes written with the stamps on since they were last taken (``wrote``).
+        self.written_since_take = 0
         # The newest stamp's key (OPT_ID: its last byte's offset from the first byte not
         # acknowledged when stamping started, ``_acked_at_start`` bytes into the connection).
         self._key: int | None = None
@@ -218,12 +221,26 @@ class Arrivals(EventEnds):
         self.t_sent = None  # an earlier write's: the stamp wanted is this one's last byte
         return view[:cut], view[cut:]
 
+    def wrote(self, size: int) -> None:
+        """A writer on a blocking socket (one that waits on nothing but its own socket, not
+        an event loop's selector) wrote ``size`` bytes with the stamps on.  Their stamps are
+        taken (:meth:`sent`) once the bytes written since the last take reach
+        ``STAMPED_TAIL``: a stamp left in the error queue makes the socket poll as in error,
+        which only a write waiting for room in the send buffer would spin on, and fewer
+        bytes than that cannot fill one (the default holds 16 KiB).  Below it the reader
+        takes them before it waits (:meth:`done_sending`), the newest the same: a plain
+        request's headers and body are two writes, and each take is three system calls."""
+        self.written_since_take += size
+        if self.written_since_take >= STAMPED_TAIL:
+            self.sent()
+
     def sent(self) -> bool:
         """Collect the transmit stamps queued so far (the newest: the last byte out).
         Returns whether there was one.  Once the response is awaited and the newest is the
         request's last byte's (``last_out``), stamping stops."""
         if not self.stamping:
             return False
+        self.written_since_take = 0
         # (``_take_stamps`` inline: this runs after every write of a request)
         got = last_transmitted(self.fd, self.family, self.looks)
         if got is not None:
@@ -271,6 +288,7 @@ class Arrivals(EventEnds):
 
     def _take_stamps(self) -> bool:
         """The stamps queued now, taken off the error queue (the newest kept)."""
+        self.written_since_take = 0
         got = last_transmitted(self.fd, self.family, self.looks)
         if got is None:
             return False

@@ -107,7 +107,7 @@ def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap:
         original_write(stream, buffer, timeout)
         arrivals.t_written, arrivals.cpu_written = perf_counter(), thread_time()
         try:
-            arrivals.sent()
+            arrivals.wrote(len(buffer))
         except Exception:  # noqa: BLE001
             internal_error("net.tap")
 
