@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Any
 
 __all__ = ["header_values"]
-
-_LOWER_NAME = itemgetter(1)
-_VALUE = itemgetter(2)
 
 
 def header_values(headers: Any, names: tuple[bytes, ...]) -> list[str | None]:
@@ -20,24 +16,20 @@ def header_values(headers: Any, names: tuple[bytes, ...]) -> list[str | None]:
     their rows (``_list``: raw name, lower-case name, value, as bytes) are scanned once
     instead, and an ASCII value decoded as they would.  Any other mapping, or a value that
     is not ASCII (they pick its encoding from all the values), is asked through ``get``.
+    Loops, not comprehensions: each of those is a Python call of its own before 3.12.
     """
+    found: list[Any] = [None] * len(names)
     rows = getattr(headers, "_list", None)
     if type(rows) is not list:
-        return [headers.get(name.decode("ascii")) for name in names]
-    # The rows as a dict, built in C: a Python loop over every row of a response's headers
-    # was most of this function's cost.
-    table = dict(zip(map(_LOWER_NAME, rows), map(_VALUE, rows), strict=True))
-    found: list[Any]
-    if len(table) == len(rows):
-        found = list(map(table.get, names))
-    else:
-        found = [None] * len(names)
-        for row in rows:
-            key = row[1]
-            if key in names:
-                i = names.index(key)
-                # (a name sent more than once: its values joined with ", ", as theirs are)
-                found[i] = row[2] if found[i] is None else found[i] + b", " + row[2]
+        for i, name in enumerate(names):
+            found[i] = headers.get(name.decode("ascii"))
+        return found
+    for row in rows:
+        key = row[1]
+        if key in names:
+            i = names.index(key)
+            # (a name sent more than once: its values joined with ", ", as theirs are)
+            found[i] = row[2] if found[i] is None else found[i] + b", " + row[2]
     for i, value in enumerate(found):
         if value is not None:
             found[i] = (value.decode("ascii") if value.isascii()

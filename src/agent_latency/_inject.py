@@ -13,7 +13,6 @@ through ``propagate.inject``.
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Any
 
 from opentelemetry import propagate, trace
@@ -27,7 +26,6 @@ __all__ = ["inject"]
 # (the global textmap last seen, whether it is the default pair): checked once per object.
 _seen: list[Any] = [None, False]
 _TRACEPARENT = b"traceparent"
-_LOWER_NAME = itemgetter(1)
 
 
 def inject(carrier: Any, context: Context) -> None:
@@ -56,14 +54,16 @@ def inject(carrier: Any, context: Context) -> None:
     value = f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
     rows = getattr(carrier, "_list", None)
     appended = False
-    # httpx's and httpx2's Headers: rows of (name, lower-case name, value) in bytes, appended
-    # to as their ``__setitem__`` does for a new name (which also scans the rows in a list
-    # comprehension and re-encodes); a name already there is theirs to replace.  (The rows'
-    # names are searched in C: a request's ~15 rows in a Python loop cost most of this
-    # function.)
-    if type(rows) is list and _TRACEPARENT not in map(_LOWER_NAME, rows):
-        rows.append((_TRACEPARENT, _TRACEPARENT, value.encode("ascii")))
-        appended = True
+    if type(rows) is list:
+        # httpx's and httpx2's Headers: rows of (name, lower-case name, value) in bytes,
+        # appended to as their ``__setitem__`` does for a new name (which also scans the rows
+        # in a list comprehension and re-encodes); a name already there is theirs to replace.
+        for row in rows:
+            if row[1] == _TRACEPARENT:
+                break
+        else:
+            rows.append((_TRACEPARENT, _TRACEPARENT, value.encode("ascii")))
+            appended = True
     if not appended:
         carrier["traceparent"] = value
     if state is not None and state.keys():

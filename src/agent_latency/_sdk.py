@@ -27,9 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from functools import partial
-from itertools import compress
-from operator import attrgetter, is_
+from operator import attrgetter
 from random import getrandbits
 from typing import Any, cast
 
@@ -282,8 +280,6 @@ def span_batch_queue(processor: object) -> Any:
 # Attribute values the SDK stores as given (``_clean_attribute_value`` returns them as they
 # are): exact types, so a subclass (an IntEnum, a numpy float) still goes through the SDK.
 _SCALARS = frozenset({str, bool, int, float})
-_TUPLE_ONLY = frozenset({tuple})
-_IS_TUPLE = partial(is_, tuple)
 
 try:
     from opentelemetry.attributes import BoundedAttributes as _Bounded
@@ -328,13 +324,14 @@ _CONTEXT_TUPLE = _SpanContext is not None and _context_is_its_tuple()
 def _plain(values: Any) -> bool:
     """Whether every value is one the SDK keeps unchanged: a str, bool, int or float, or a
     tuple of one of them (what ``_clean_attribute_value`` makes of a homogeneous list)."""
-    # The types are gathered in C; only tuples (a few of a call's ~40) are looked into.
-    kinds = set(map(type, values))
-    if _SCALARS.issuperset(kinds):
+    if _SCALARS.issuperset(map(type, values)):
         return True
-    if kinds - _SCALARS != _TUPLE_ONLY:
-        return False
-    for value in compress(values, map(_IS_TUPLE, map(type, values))):
+    for value in values:
+        kind = type(value)
+        if kind in _SCALARS:
+            continue
+        if kind is not tuple:
+            return False
         kinds = set(map(type, value))
         if len(kinds) > 1 or not _SCALARS.issuperset(kinds):
             return False

@@ -11,16 +11,12 @@ the same tiles without the intervals, for a call's hot path).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from operator import attrgetter
 from typing import Any
 
 from .. import semconv
 from ..budget import CallPhases, Interval
 
 _LLM_PHASES = tuple((attr, phase) for attr, phase, _ in semconv.LLM_PHASES)
-_PHASE_ATTRS = tuple(attr for attr, _ in _LLM_PHASES)
-# Every phase's seconds off a CallPhases in one C call, in the format's order.
-_phase_seconds = attrgetter(*(phase for _, phase in _LLM_PHASES))
 
 #: The child spans of a call and the phases each covers (the stream's tail stays on the call).
 PHASE_SPANS: tuple[tuple[str, frozenset[str]], ...] = (
@@ -32,7 +28,7 @@ PHASE_SPANS: tuple[tuple[str, frozenset[str]], ...] = (
 
 def phase_attributes(phases: CallPhases) -> dict[str, float]:
     """``agent_latency.llm.<phase>`` seconds for every phase, in the format's order."""
-    return dict(zip(_PHASE_ATTRS, map(float, _phase_seconds(phases)), strict=True))
+    return {attr: float(getattr(phases, phase)) for attr, phase in _LLM_PHASES}
 
 
 def phases_of(attributes: Mapping[str, Any]) -> list[tuple[str, float]]:
