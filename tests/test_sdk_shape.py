@@ -12,7 +12,7 @@ import importlib.util
 import sys
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from opentelemetry.sdk.metrics import Counter
@@ -298,6 +298,23 @@ class TestPlainAttributes:
         _sdk.set_plain_attributes(span, dict(self.ATTRS))
         assert dict(span.attributes) == self.ATTRS
 
+    def test_sequences_apart_are_stored_as_the_sdk_stores_them(self, monkeypatch):
+        scalars = {k: v for k, v in self.ATTRS.items() if type(v) is not tuple}
+        sequences = {k: v for k, v in self.ATTRS.items() if type(v) is tuple}
+        span = TracerProvider().get_tracer("shape").start_span("s")
+        monkeypatch.setattr(type(span), "set_attributes",
+                            lambda *a: pytest.fail("went through the SDK"))
+        _sdk.set_plain_attributes(span, dict(scalars), dict(sequences))
+        assert dict(span.attributes) == self.ATTRS
+
+    @pytest.mark.parametrize("sequence", [["a", "b"], ("a", 1), (None,)])
+    def test_a_sequence_the_sdk_would_change_goes_through_it(self, sequence):
+        provider = TracerProvider()
+        fast, slow = (provider.get_tracer("shape").start_span(n) for n in ("fast", "slow"))
+        _sdk.set_plain_attributes(fast, {"n": 1}, {"k": sequence})
+        slow.set_attributes({"n": 1, "k": sequence})
+        assert dict(fast.attributes) == dict(slow.attributes)
+
     def test_an_ended_span_is_left_as_the_sdk_leaves_it(self):
         span = TracerProvider().get_tracer("shape").start_span("s")
         span.end()
@@ -395,3 +412,120 @@ class TestFinishedChildContexts:
         if ids == "custom":
             assert child.span_id == 42
         exporter.shutdown()
+
+
+class _ReadsAttributes:
+    """A sampler of the program's own that samples on a request attribute."""
+
+    def __init__(self) -> None:
+        self.seen: list[object] = []
+
+    def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None,
+                      links=None, trace_state=None):
+        from opentelemetry.sdk.trace.sampling import Decision, SamplingResult
+
+        self.seen.append(dict(attributes or {}))
+        keep = (attributes or {}).get("gen_ai.request.model") == "kept"
+        return SamplingResult(Decision.RECORD_AND_SAMPLE if keep else Decision.DROP,
+                              attributes)
+
+    def get_description(self) -> str:
+        return "reads attributes"
+
+
+class TestStartSpan:
+    """start_span: the span tracer.start_span makes with the attributes, however it starts."""
+
+    ATTRS: ClassVar[dict[str, object]] = {"gen_ai.operation.name": "chat",
+                                          "gen_ai.request.model": "kept",
+                                          "server.port": 8000, "gen_ai.request.stream": False,
+                                          "gen_ai.request.temperature": 0.25}
+
+    def started(self, sampler=None, attrs=None) -> tuple[Any, Any, _StartAttributes]:
+        provider = TracerProvider(sampler=sampler) if sampler is not None else TracerProvider()
+        calls = _StartAttributes()
+        provider.add_span_processor(calls)
+        tracer = provider.get_tracer("agent_latency")
+        attrs = dict(self.ATTRS if attrs is None else attrs)
+        ours = _sdk.start_span(tracer, "chat kept", SpanKind.CLIENT, attrs, 1_000)
+        theirs = tracer.start_span("chat kept", kind=SpanKind.CLIENT, attributes=attrs,
+                                   start_time=1_000)
+        ours.end(end_time=2_000)
+        theirs.end(end_time=2_000)
+        return ours, theirs, calls
+
+    def test_same_span_as_the_sdk_starts(self):
+        ours, theirs, calls = self.started()
+        for field in ("name", "kind", "parent", "start_time", "end_time", "resource",
+                      "instrumentation_scope", "status"):
+            assert getattr(ours, field) == getattr(theirs, field), field
+        assert dict(ours.attributes) == dict(theirs.attributes) == self.ATTRS
+        assert ours.context.trace_flags == theirs.context.trace_flags
+        # The SDK's default sampler reads no attribute: ours started without them.
+        assert calls.at_start == [{}, self.ATTRS]
+        assert calls.at_end == [self.ATTRS, self.ATTRS]
+
+    @pytest.mark.parametrize("value", [["a", "b"], object(), SpanKind.CLIENT])
+    def test_values_the_sdk_would_change_go_through_it(self, value):
+        ours, theirs, _ = self.started(attrs={"k": value, "n": 1})
+        assert dict(ours.attributes) == dict(theirs.attributes)
+
+    def test_a_sampler_that_reads_attributes_gets_them(self):
+        sampler = _ReadsAttributes()
+        ours, theirs, calls = self.started(sampler=sampler)
+        assert sampler.seen == [self.ATTRS, self.ATTRS]
+        assert ours.context.trace_flags.sampled
+        assert dict(ours.attributes) == dict(theirs.attributes) == self.ATTRS
+        assert calls.at_start == [self.ATTRS, self.ATTRS]
+        dropped, _, _ = self.started(sampler=sampler,
+                                     attrs={**self.ATTRS, "gen_ai.request.model": "other"})
+        assert not dropped.get_span_context().trace_flags.sampled
+
+    def test_an_unsampled_span_is_the_sdks(self):
+        from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+        ours, theirs, calls = self.started(sampler=ALWAYS_OFF)
+        assert type(ours) is type(theirs)
+        assert not ours.is_recording() and calls.at_end == []
+
+    def test_the_sdks_samplers_are_blind_to_attributes(self):
+        from opentelemetry.sdk.trace import sampling
+
+        for sampler in (sampling.ALWAYS_ON, sampling.ALWAYS_OFF, sampling.DEFAULT_ON,
+                        sampling.DEFAULT_OFF, sampling.TraceIdRatioBased(0.5),
+                        sampling.ParentBasedTraceIdRatio(0.5),
+                        sampling.ParentBased(sampling.ALWAYS_ON,
+                                             remote_parent_sampled=sampling.ALWAYS_OFF),
+                        sampling.AlwaysRecordSampler(sampling.ALWAYS_OFF)):
+            assert _sdk.attribute_blind(sampler), sampler.get_description()
+
+    def test_any_other_sampler_is_not(self):
+        from opentelemetry.sdk.trace import sampling
+
+        class Ratio(sampling.TraceIdRatioBased):
+            """A subclass may read attributes in its should_sample."""
+
+        reads = _ReadsAttributes()
+        for sampler in (reads, Ratio(0.5), sampling.ParentBased(reads),
+                        sampling.ParentBased(sampling.ALWAYS_ON, local_parent_sampled=reads),
+                        sampling.AlwaysRecordSampler(reads), None):
+            assert not _sdk.attribute_blind(sampler)
+
+
+class _StartAttributes(SpanProcessor):
+    """The attributes a processor sees at each span's start and end."""
+
+    def __init__(self) -> None:
+        self.at_start: list[dict] = []
+        self.at_end: list[dict] = []
+
+    def on_start(self, span, parent_context=None) -> None:
+        self.at_start.append(dict(span.attributes))
+
+    def on_end(self, span) -> None:
+        self.at_end.append(dict(span.attributes))
+
+    def shutdown(self) -> None: ...
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True

@@ -17,6 +17,7 @@ from ..._log import FAULTS, fault, internal_error, warn_once
 from ..._pauses import PAUSES
 from ..._scope import current_task_id
 from ..._scope import tracer as global_tracer
+from ..._sdk import start_span
 from ..._version import __version__
 from ..net import Arrival, Attempt, NetPhases
 from ..protocols import Endpoint, provider_of_host
@@ -170,8 +171,7 @@ class LLMCall:
         name = f"{endpoint.operation} {model}" if model else endpoint.operation
         # Kept: the phase spans are made on the tracer the call span started on.
         self.tracer = tracer = settings.tracer()
-        self.span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs,
-                                      start_time=self.start_ns)
+        self.span = start_span(tracer, name, SpanKind.CLIENT, attrs, self.start_ns)
         self.context = trace.set_span_in_context(self.span)
 
     # -- HTTP attempts -------------------------------------------------------------

@@ -200,6 +200,7 @@ def record(call: FinishedCall, t_end: float, error: BaseException | None, respon
     duration = t_end - call.t_call
     end_ns = call.start_ns + round(duration * 1e9)
     attrs: dict[str, Any] = phase_attributes(phases)
+    sequences: dict[str, tuple[str, ...]] = {}  # (apart: see set_plain_attributes)
     attrs[semconv.LLM_NETWORK] = phases.network
     attrs[semconv.LLM_RTT_SOURCE] = rtt_source
     attrs[semconv.LLM_TIMING_SOURCE] = phases.source
@@ -238,12 +239,12 @@ def record(call: FinishedCall, t_end: float, error: BaseException | None, respon
         failed = [type(a.error).__qualname__ if a.error is not None else str(a.status)
                   for a in call.attempts[:-1]]
         if failed:
-            attrs[semconv.LLM_RETRY_ERRORS] = tuple(failed)
+            sequences[semconv.LLM_RETRY_ERRORS] = tuple(failed)
             _attempt_events(call)
     if info.server_queue is not None:
         attrs[semconv.LLM_QUEUE] = info.server_queue
     _server_attributes(info, attrs)
-    _info_attributes(info, attrs)
+    _info_attributes(info, attrs, sequences)
     out_tokens = info.output_tokens
     # Speeds only from a split that was measured or reported: one from an estimate would
     # give back the rates it was made with, one from a block left whole is no speed.
@@ -263,7 +264,7 @@ def record(call: FinishedCall, t_end: float, error: BaseException | None, respon
     if error is not None:
         attrs[semconv.ERROR_TYPE] = type(error).__qualname__
         _error_status(call, error)
-    set_plain_attributes(span, attrs)
+    set_plain_attributes(span, attrs, sequences)
     if call.settings.phase_spans:
         _phase_spans(call, phases, end_ns)
     span.end(end_time=end_ns)
@@ -363,13 +364,14 @@ def _server_attributes(info: Any, attrs: dict[str, Any]) -> None:
     attrs[semconv.LLM_SERVER_TIMING_SOURCE] = semconv.SOURCE_SERVER_REPORTED
 
 
-def _info_attributes(info: Any, attrs: dict[str, Any]) -> None:
+def _info_attributes(info: Any, attrs: dict[str, Any],
+                     sequences: dict[str, tuple[str, ...]]) -> None:
     if info.response_model:
         attrs[semconv.GEN_AI_RESPONSE_MODEL] = info.response_model
     if info.response_id:
         attrs[semconv.GEN_AI_RESPONSE_ID] = info.response_id
     if info.finish_reasons:
-        attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(info.finish_reasons)
+        sequences[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(info.finish_reasons)
     for value, attr in zip(_TOKENS(info), _TOKEN_ATTRS, strict=True):
         if value is not None:
             attrs[attr] = int(value)
