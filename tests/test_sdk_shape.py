@@ -529,3 +529,54 @@ class _StartAttributes(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
+
+
+class TestPlainRecorder:
+    """plain_recorder: the measurements histogram.record makes, without its validation."""
+
+    def points(self, record_with) -> list[tuple]:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        reader = InMemoryMetricReader()
+        provider = MeterProvider(metric_readers=[reader])
+        histogram = provider.get_meter("agent_latency").create_histogram(
+            "h", unit="s", explicit_bucket_boundaries_advisory=[0.1, 1.0, 10.0])
+        record = record_with(histogram)
+        for amount, attributes in ((0.5, {"op": "chat", "port": 8000}),
+                                   (3.0, {"op": "chat", "port": 8000}),
+                                   (2, {"op": "chat", "stream": False, "t": 0.25}),
+                                   (0.0, {}),
+                                   (float("nan"), {"op": "chat"}),
+                                   (-1.0, {"op": "chat"}),
+                                   (1.0, {"op": ["a", "b"]}),
+                                   (1.0, {"op": SpanKind.CLIENT})):
+            record(amount, attributes)
+        data = reader.get_metrics_data()
+        provider.shutdown()
+        metric = data.resource_metrics[0].scope_metrics[0].metrics[0]
+        return sorted(((tuple(sorted(p.attributes.items(), key=str)), p.count, p.sum,
+                        tuple(p.bucket_counts), p.min, p.max)
+                       for p in metric.data.data_points), key=repr)
+
+    def test_same_points_as_the_sdks_record(self):
+        ours = self.points(_sdk.plain_recorder)
+        assert ours == self.points(lambda histogram: histogram.record)
+        assert len(ours) == 5
+
+    def test_the_fast_path_is_taken_for_plain_attributes(self, monkeypatch):
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics._internal.instrument import _Histogram
+
+        assert _sdk._MEASUREMENT_OK
+        histogram = MeterProvider().get_meter("m").create_histogram("h")
+        record = _sdk.plain_recorder(histogram)
+        monkeypatch.setattr(_Histogram, "record",
+                            lambda *a, **k: pytest.fail("went through the SDK"))
+        record(0.5, {"op": "chat", "port": 8000, "stream": True, "t": 0.25})
+
+    def test_anything_but_the_sdks_histogram_is_its_own_record(self):
+        from opentelemetry.metrics import NoOpMeterProvider
+
+        histogram = NoOpMeterProvider().get_meter("m").create_histogram("h")
+        assert _sdk.plain_recorder(histogram) == histogram.record

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Mapping
 from operator import attrgetter
 from random import getrandbits
+from time import time_ns
 from typing import Any, cast
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "exporter_endpoint",
     "frozen_attributes",
     "preferred_aggregation",
+    "plain_recorder",
     "preferred_temporality",
     "set_plain_attributes",
     "span_id",
@@ -436,6 +438,77 @@ def attribute_blind(sampler: Any) -> bool:
     if fields is None:
         return False
     return all(attribute_blind(getattr(sampler, field, None)) for field in fields)
+
+
+# -- plain measurements -----------------------------------------------------------------------
+try:
+    from opentelemetry.context import get_current as _current_context
+    from opentelemetry.sdk.metrics._internal.instrument import _Histogram as _SdkHistogram
+    from opentelemetry.sdk.metrics._internal.measurement import Measurement as _Measurement
+except ImportError:  # pragma: no cover - the SDK is a core dependency
+    _SdkHistogram = _Measurement = None  # type: ignore[assignment,misc]
+
+_MEASUREMENT_FIELDS = ("value", "time_unix_nano", "instrument", "context", "attributes")
+
+
+def _measurement_is_its_fields() -> bool:
+    """Whether the SDK's ``Measurement`` is a dataclass of exactly :data:`_MEASUREMENT_FIELDS`
+    that stores a mapping of plain values as an equal plain dict: then one made by filling
+    those fields is the one its constructor makes."""
+    try:
+        import dataclasses
+
+        if tuple(f.name for f in dataclasses.fields(_Measurement)) != _MEASUREMENT_FIELDS:
+            return False
+        values: tuple[Any, ...] = (1.5, 7, None, _current_context(),
+                                   {"probe": "value", "n": 1, "f": 0.5, "b": True})
+        built = _Measurement(*values)
+        made = _Measurement.__new__(_Measurement)
+        made.__dict__.update(zip(_MEASUREMENT_FIELDS, values, strict=True))
+        return (made == built and vars(made) == vars(built)
+                and type(built.attributes) is dict and built.attributes is not values[-1])
+    except Exception:  # noqa: BLE001 - any surprise: the SDK's record
+        return False
+
+
+_MEASUREMENT_OK = PRIVATE_FIELDS and _Measurement is not None and _measurement_is_its_fields()
+_INFINITY = float("inf")
+
+
+def plain_recorder(histogram: Any) -> Callable[[float, dict[str, Any]], None]:
+    """``histogram.record``, for attributes this library built itself (string keys).
+
+    The SDK validates a measurement's attributes in ``Measurement.__post_init__``
+    (``_clean_attribute_value`` on the mapping and on each value: ~34,000 instructions of a
+    histogram record's ~112,000 with seven attributes; a plain call records three).  Where
+    the histogram is the SDK's own, the amount one it takes (finite, not negative) and every
+    value already what the validation would keep (a str, bool, int or float), the
+    measurement is made with a copy of the attributes, as the validation makes, and handed
+    to the histogram's consumer as ``record`` hands it; anything else goes through
+    ``record``.
+    """
+    record = histogram.record
+    consumer = getattr(histogram, "_measurement_consumer", None)
+    consume = getattr(consumer, "consume_measurement", None)
+    if (not _MEASUREMENT_OK or type(histogram) is not _SdkHistogram or consume is None
+            or not hasattr(histogram, "_meter_config")):
+        return cast("Callable[[float, dict[str, Any]], None]", record)
+    new = _Measurement.__new__
+    scalars = _SCALARS.issuperset
+
+    def record_plain(amount: float, attributes: dict[str, Any]) -> None:
+        config = histogram._meter_config
+        if ((config is None or config.is_enabled) and 0 <= amount < _INFINITY
+                and scalars(map(type, attributes.values()))):
+            measurement = new(_Measurement)
+            measurement.__dict__.update(
+                value=amount, time_unix_nano=time_ns(), instrument=histogram,
+                context=_current_context(), attributes=dict(attributes))
+            consume(measurement)
+        else:  # (NaN fails both comparisons: the SDK's own warning)
+            record(amount, attributes)
+
+    return record_plain
 
 
 def frozen_attributes(attributes: Mapping[str, Any]) -> Any:

@@ -434,23 +434,23 @@ def _metrics(call: FinishedCall, duration: float, phases: CallPhases, attrs: dic
             base[key] = value
     if error is not None:
         base[semconv.ERROR_TYPE] = type(error).__qualname__
-    inst.duration.record(duration, base)
+    inst.duration(duration, base)
     if error is None:
         for tokens, kind in ((call.info.input_tokens, "input"),
                              (call.info.output_tokens, "output")):
             if tokens is not None:
-                inst.tokens.record(tokens, {**base, semconv.GEN_AI_TOKEN_TYPE: kind})
+                inst.tokens(tokens, {**base, semconv.GEN_AI_TOKEN_TYPE: kind})
     if call.t_first_chunk is not None:
-        inst.ttfc.record(call.t_first_chunk - call.t_call, base)
+        inst.ttfc(call.t_first_chunk - call.t_call, base)
     if call.t_first is not None:
-        inst.ttft.record(call.t_first - call.t_call, base)
+        inst.ttft(call.t_first - call.t_call, base)
     if per_chunk is not None:
-        inst.tpoc.record(per_chunk, base)
+        inst.tpoc(per_chunk, base)
     tps = attrs.get(semconv.LLM_OUTPUT_TOKENS_PER_SECOND)
     if call.t_first is None:  # speeds only when measured, not estimated
         return
     if tps is not None:
-        inst.tps.record(tps, base)
+        inst.tps(tps, base)
     prefill_tps = attrs.get(semconv.LLM_PREFILL_TOKENS_PER_SECOND)
     if prefill_tps is not None:
-        inst.prefill_tps.record(prefill_tps, base)
+        inst.prefill_tps(prefill_tps, base)
