@@ -441,38 +441,41 @@ def attribute_blind(sampler: Any) -> bool:
 
 
 # -- plain measurements -----------------------------------------------------------------------
-try:
-    from opentelemetry.context import get_current as _current_context
-    from opentelemetry.sdk.metrics._internal.instrument import _Histogram as _SdkHistogram
-    from opentelemetry.sdk.metrics._internal.measurement import Measurement as _Measurement
-except ImportError:  # pragma: no cover - the SDK is a core dependency
-    _SdkHistogram = _Measurement = None  # type: ignore[assignment,misc]
-
 _MEASUREMENT_FIELDS = ("value", "time_unix_nano", "instrument", "context", "attributes")
+# Where the SDK's histograms live: checked before anything of the metrics SDK is imported
+# (importing it here would add its ~30 modules to every program's start).
+_SDK_INSTRUMENTS = "opentelemetry.sdk.metrics._internal.instrument"
+_INFINITY = float("inf")
 
 
-def _measurement_is_its_fields() -> bool:
-    """Whether the SDK's ``Measurement`` is a dataclass of exactly :data:`_MEASUREMENT_FIELDS`
-    that stores a mapping of plain values as an equal plain dict: then one made by filling
-    those fields is the one its constructor makes."""
+def _measurement_kinds() -> tuple[Any, Any] | None:
+    """``(the SDK's Histogram class, its Measurement class)`` where a ``Measurement`` is a
+    dataclass of exactly :data:`_MEASUREMENT_FIELDS` that stores a mapping of plain values
+    as an equal plain dict (then one made by filling those fields is the one its
+    constructor makes); None otherwise."""
     try:
         import dataclasses
 
-        if tuple(f.name for f in dataclasses.fields(_Measurement)) != _MEASUREMENT_FIELDS:
-            return False
-        values: tuple[Any, ...] = (1.5, 7, None, _current_context(),
+        from opentelemetry.context import get_current
+        from opentelemetry.sdk.metrics._internal.instrument import _Histogram
+        from opentelemetry.sdk.metrics._internal.measurement import Measurement
+
+        if tuple(f.name for f in dataclasses.fields(Measurement)) != _MEASUREMENT_FIELDS:
+            return None
+        values: tuple[Any, ...] = (1.5, 7, None, get_current(),
                                    {"probe": "value", "n": 1, "f": 0.5, "b": True})
-        built = _Measurement(*values)
-        made = _Measurement.__new__(_Measurement)
+        built = Measurement(*values)
+        made = Measurement.__new__(Measurement)
         made.__dict__.update(zip(_MEASUREMENT_FIELDS, values, strict=True))
-        return (made == built and vars(made) == vars(built)
-                and type(built.attributes) is dict and built.attributes is not values[-1])
+        if (made == built and vars(made) == vars(built)
+                and type(built.attributes) is dict and built.attributes is not values[-1]):
+            return _Histogram, Measurement
     except Exception:  # noqa: BLE001 - any surprise: the SDK's record
-        return False
+        return None
+    return None
 
 
-_MEASUREMENT_OK = PRIVATE_FIELDS and _Measurement is not None and _measurement_is_its_fields()
-_INFINITY = float("inf")
+_measurement_shape: list[Any] = []  # [_measurement_kinds()] once asked
 
 
 def plain_recorder(histogram: Any) -> Callable[[float, dict[str, Any]], None]:
@@ -487,23 +490,31 @@ def plain_recorder(histogram: Any) -> Callable[[float, dict[str, Any]], None]:
     to the histogram's consumer as ``record`` hands it; anything else goes through
     ``record``.
     """
-    record = histogram.record
-    consumer = getattr(histogram, "_measurement_consumer", None)
-    consume = getattr(consumer, "consume_measurement", None)
-    if (not _MEASUREMENT_OK or type(histogram) is not _SdkHistogram or consume is None
+    record = cast("Callable[[float, dict[str, Any]], None]", histogram.record)
+    if not PRIVATE_FIELDS or type(histogram).__module__ != _SDK_INSTRUMENTS:
+        return record
+    if not _measurement_shape:
+        _measurement_shape.append(_measurement_kinds())
+    kinds = _measurement_shape[0]
+    consume = getattr(getattr(histogram, "_measurement_consumer", None),
+                      "consume_measurement", None)
+    if (kinds is None or type(histogram) is not kinds[0] or consume is None
             or not hasattr(histogram, "_meter_config")):
-        return cast("Callable[[float, dict[str, Any]], None]", record)
-    new = _Measurement.__new__
+        return record
+    from opentelemetry.context import get_current
+
+    measurement_kind = kinds[1]
+    new = measurement_kind.__new__
     scalars = _SCALARS.issuperset
 
     def record_plain(amount: float, attributes: dict[str, Any]) -> None:
         config = histogram._meter_config
         if ((config is None or config.is_enabled) and 0 <= amount < _INFINITY
                 and scalars(map(type, attributes.values()))):
-            measurement = new(_Measurement)
+            measurement = new(measurement_kind)
             measurement.__dict__.update(
                 value=amount, time_unix_nano=time_ns(), instrument=histogram,
-                context=_current_context(), attributes=dict(attributes))
+                context=get_current(), attributes=dict(attributes))
             consume(measurement)
         else:  # (NaN fails both comparisons: the SDK's own warning)
             record(amount, attributes)

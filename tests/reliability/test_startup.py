@@ -32,6 +32,15 @@ class TestLightStart:
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout) == []
 
+    def test_the_sdk_shape_module_leaves_the_metrics_sdk_out(self, tmp_path: Path) -> None:
+        # _sdk.py is imported with the first span processed or library patched: what it
+        # checks of the metrics SDK waits for a histogram (the metrics SDK is ~30 modules).
+        proc = _run("import sys, agent_latency\nagent_latency.instrument()\n"
+                    "import agent_latency._sdk\n"
+                    "print('opentelemetry.sdk.metrics' in sys.modules)", tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "False"
+
     def test_library_patched_when_imported_later(self, tmp_path: Path) -> None:
         proc = _run("import agent_latency\nagent_latency.instrument()\nimport httpx\n"
                     "from agent_latency.instrumentation.httpx import HttpxInstrumentor\n"
