@@ -22,31 +22,35 @@ def _run(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, check=False, timeout=60)
 
 
+def _printed(code: str, tmp_path: Path) -> str:
+    """What ``code`` printed, run as its own program (which must exit 0)."""
+    proc = _run(code, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
 class TestLightStart:
     """What instrument() leaves out of the process until it is needed."""
 
     def test_no_heavy_imports(self, tmp_path: Path) -> None:
-        proc = _run("import sys, json, agent_latency\nagent_latency.instrument()\n"
-                    f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))",
-                    tmp_path)
-        assert proc.returncode == 0, proc.stderr
-        assert json.loads(proc.stdout) == []
+        printed = _printed("import sys, json, agent_latency\nagent_latency.instrument()\n"
+                           f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))",
+                           tmp_path)
+        assert json.loads(printed) == []
 
     def test_the_sdk_shape_module_leaves_the_metrics_sdk_out(self, tmp_path: Path) -> None:
         # _sdk.py is imported with the first span processed or library patched: what it
         # checks of the metrics SDK waits for a histogram (the metrics SDK is ~30 modules).
-        proc = _run("import sys, agent_latency\nagent_latency.instrument()\n"
-                    "import agent_latency._sdk\n"
-                    "print('opentelemetry.sdk.metrics' in sys.modules)", tmp_path)
-        assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.strip() == "False"
+        assert _printed("import sys, agent_latency\nagent_latency.instrument()\n"
+                        "import agent_latency._sdk\n"
+                        "print('opentelemetry.sdk.metrics' in sys.modules)",
+                        tmp_path) == "False"
 
     def test_library_patched_when_imported_later(self, tmp_path: Path) -> None:
-        proc = _run("import agent_latency\nagent_latency.instrument()\nimport httpx\n"
-                    "from agent_latency.instrumentation.httpx import HttpxInstrumentor\n"
-                    "print(HttpxInstrumentor().is_instrumented_by_opentelemetry)", tmp_path)
-        assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.strip() == "True"
+        assert _printed("import agent_latency\nagent_latency.instrument()\nimport httpx\n"
+                        "from agent_latency.instrumentation.httpx import HttpxInstrumentor\n"
+                        "print(HttpxInstrumentor().is_instrumented_by_opentelemetry)",
+                        tmp_path) == "True"
 
 
 class TestFirstSpawn:
