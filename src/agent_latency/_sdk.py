@@ -32,6 +32,8 @@ from random import getrandbits
 from time import time_ns
 from typing import Any, cast
 
+from opentelemetry.context import get_current
+
 __all__ = [
     "BAGGAGE_KEY",
     "PRIVATE_FIELDS",
@@ -454,9 +456,9 @@ def _measurement_kinds() -> tuple[Any, Any] | None:
     as an equal plain dict (then one made by filling those fields is the one its
     constructor makes); None otherwise."""
     try:
+        # Here, not at import: the metrics SDK waits for a histogram (see _SDK_INSTRUMENTS).
         import dataclasses
 
-        from opentelemetry.context import get_current
         from opentelemetry.sdk.metrics._internal.instrument import _Histogram
         from opentelemetry.sdk.metrics._internal.measurement import Measurement
 
@@ -501,7 +503,6 @@ def plain_recorder(histogram: Any) -> Callable[[float, dict[str, Any]], None]:
     if (kinds is None or type(histogram) is not kinds[0] or consume is None
             or not hasattr(histogram, "_meter_config")):
         return record
-    from opentelemetry.context import get_current
 
     measurement_kind = kinds[1]
     new = measurement_kind.__new__
