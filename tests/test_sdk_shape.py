@@ -32,7 +32,8 @@ SDK_PRIVATE_NAMES = frozenset({
     *_sdk.SPAN_FIELDS.values(), "_attributes", "_dict", "_events", "_links", "_status",
     "_resource", "_instrumentation_scope", "_endpoint", "_preferred_temporality",
     "_preferred_aggregation", "_active_span_processor", "_span_processors",
-    "_batch_processor", "_worker_thread",
+    "_batch_processor", "_worker_thread", "_measurement_consumer", "_meter_config",
+    "_root", "_remote_parent_sampled", "_local_parent_sampled",
     "_SUPPRESS_INSTRUMENTATION_KEY", "_SUPPRESS_HTTP_INSTRUMENTATION_KEY",
 })
 # Objects of our own classes whose private fields share a name with the SDK's.

@@ -1,6 +1,10 @@
-"""Every read of an OpenTelemetry SDK private field, in this one module, and the two
-writes that lean on them (:func:`set_plain_attributes`, :func:`emit_finished_children`:
-a call's attributes and phase spans, each falling back to the public API).
+"""Every read of an OpenTelemetry SDK private field, in this one module, and the writes
+that lean on them (:func:`set_plain_attributes`, :func:`start_span`,
+:func:`emit_finished_children`, :func:`plain_recorder`: a call's attributes, its span's
+start, its phase spans and its histogram measurements, each falling back to the public API).
+One idea: the SDK's private shape, checked against its public API and used where that
+check passed; the sections below are the spans' fields, the batch processors, the writes
+on our own spans, and the metrics SDK's measurements (checked with the first histogram).
 
 The budget processor runs for every span of the host program, and the SDK's public
 properties cost a Python call each (``ReadableSpan.parent`` is a property returning
