@@ -241,3 +241,82 @@ class TestWriterWaitsWithoutSpinning:
                     pass
 
         measure(otel, lambda body: asyncio.run(run(body)))
+
+
+class LateCount:
+    """A kernel call that returns (``after``) or starts ``delay`` seconds late once, when
+    armed: the time a thread taking the GIL between two system calls holds it, while the
+    slow reader acknowledges the request's bytes as it reads them."""
+
+    __slots__ = ("after", "armed", "call", "delay", "late_when")
+
+    def __init__(self, call: Callable[..., Any], late_when: Callable[..., bool], *,
+                 after: bool, delay: float = 0.03) -> None:
+        self.call, self.late_when, self.after, self.delay = call, late_when, after, delay
+        self.armed = False
+
+    def __call__(self, *args: Any) -> Any:
+        if not (self.armed and self.late_when(*args)):
+            return self.call(*args)
+        self.armed = False
+        if not self.after:
+            time.sleep(self.delay)
+            return self.call(*args)
+        result = self.call(*args)
+        time.sleep(self.delay)
+        return result
+
+
+class TestAcknowledgementBetweenTheCounts:
+    """The request's last byte's key comes from two kernel counts read apart (the bytes
+    acknowledged, the send queue) and from the acknowledged count when the stamps start:
+    an acknowledgement landing between them does not lose the upload."""
+
+    @pytest.fixture
+    def late(self, monkeypatch: pytest.MonkeyPatch) -> list[LateCount]:
+        from agent_latency.instrumentation.net import _arrivals
+
+        # Late after the acknowledged count, before the stamps start (the head of the body
+        # is still going out), and between the send queue's count and the acknowledged one.
+        in_flight = _arrivals.unacknowledged_bytes
+        start = LateCount(_arrivals.transmit_stamps,
+                          lambda sock, on: on and bool(in_flight(sock.fileno())), after=False)
+        queue = LateCount(in_flight, lambda fd: True, after=True)
+        monkeypatch.setattr(_arrivals, "transmit_stamps", start)
+        monkeypatch.setattr(_arrivals, "unacknowledged_bytes", queue)
+        return [start, queue]
+
+    def test_http_client(self, otel: Any, server: SlowReader,
+                         send_buffer: list[tuple[int, int, int]],
+                         late: list[LateCount]) -> None:
+        """A plain ``http.client`` POST (the sockets' tap)."""
+        def call(body: dict[str, Any]) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            conn.connect()
+            assert conn.sock is not None
+            conn.sock.setsockopt(*send_buffer[0])
+            for count in late:
+                count.armed = body is BODY
+            conn.request("POST", "/v1/chat/completions", json.dumps(body),
+                         {"content-type": "application/json"})
+            assert conn.getresponse().read().endswith(b"data: [DONE]\n\n")
+            conn.close()
+            assert not any(count.armed for count in late)  # each came late once
+
+        measure(otel, call)
+
+    def test_httpx_sync(self, otel: Any, server: SlowReader,
+                        send_buffer: list[tuple[int, int, int]],
+                        late: list[LateCount]) -> None:
+        """httpcore's sync stream (the openai SDK's default client)."""
+        def call(body: dict[str, Any]) -> None:
+            transport = httpx.HTTPTransport(socket_options=send_buffer)
+            client = openai.OpenAI(base_url=server.url, api_key="k", max_retries=0,
+                                   http_client=httpx.Client(transport=transport))
+            for count in late:
+                count.armed = body is BODY
+            for _ in client.chat.completions.create(**body):
+                pass
+            assert not any(count.armed for count in late)
+
+        measure(otel, call)

@@ -119,6 +119,26 @@ def _received_and_taken(sock: Any, fd: int) -> tuple[int, int] | None:
     return (received, received - queued) if received is not None else None
 
 
+def _stamping_from(sock: Any) -> tuple[int | None, bool]:
+    """Turn ``sock``'s transmit stamps on: the bytes acknowledged when they started (their
+    keys count from the first byte not acknowledged then; None where the count is not
+    kept) and whether they did.  An acknowledgement landing between the count and the
+    start (the head of a long request, written with the stamps off, is still going out)
+    would make every key lower than the counts say: the stamps are turned off and on
+    again until the count read on both sides of the start did not move."""
+    acked = tcp_bytes_acked(sock)
+    if not transmit_stamps(sock, True):
+        return acked, False
+    for _ in range(_SAME_INSTANT_TRIES):
+        again = tcp_bytes_acked(sock)
+        if again == acked:
+            return acked, True
+        acked = again
+        transmit_stamps(sock, False)  # (the key's base is taken anew when they come back on)
+        transmit_stamps(sock, True)
+    return None, True
+
+
 class Arrival:
     """One arrival time: ``t`` (``perf_counter`` seconds), its ``source`` and its ``bound``
     (the bytes arrived no earlier than ``t - bound``)."""
@@ -200,11 +220,7 @@ class Arrivals(EventEnds):
     def sending(self) -> None:
         """A request is about to be written: stamp what leaves until the response comes."""
         if not self.stamping:
-            # Read before stamping starts: an acknowledgement landing in between makes the
-            # last byte's key come out too high, never matched (the stamp is then only
-            # trusted where it is earlier than the writer's own mark).
-            self._acked_at_start = tcp_bytes_acked(self.sock)
-            self.stamping = transmit_stamps(self.sock, True)
+            self._acked_at_start, self.stamping = _stamping_from(self.sock)
             self._key, self._last_key = None, _NO_KEY
             self.awaiting = self.last_out = False
 
@@ -302,11 +318,22 @@ class Arrivals(EventEnds):
         come out too high, never matched, never too low."""
         if self._acked_at_start is None:
             return _NO_KEY
-        unacknowledged = unacknowledged_bytes(self.fd)
+        # Their sum is the bytes written, the same at any instant once the writer is done;
+        # read apart, an acknowledgement between the two (a slow uplink acknowledges as it
+        # goes, and a thread taking the GIL between the calls holds it for milliseconds)
+        # counts its bytes twice: the key comes out too high, never matched, and the
+        # upload was booked as prefill.  A pair is from one instant where the acknowledged
+        # count read on both sides of the queue's did not move.
         acked = tcp_bytes_acked(self.sock)
-        if unacknowledged is None or acked is None:
-            return _NO_KEY
-        return (acked - self._acked_at_start + unacknowledged - 1) & 0xFFFFFFFF
+        for _ in range(_SAME_INSTANT_TRIES):
+            unacknowledged = unacknowledged_bytes(self.fd)
+            again = tcp_bytes_acked(self.sock)
+            if acked is None or unacknowledged is None or again is None:
+                return _NO_KEY
+            if again == acked:
+                return (acked - self._acked_at_start + unacknowledged - 1) & 0xFFFFFFFF
+            acked = again
+        return _NO_KEY
 
     # -- observations -------------------------------------------------------------------
     def observe(self) -> int:
