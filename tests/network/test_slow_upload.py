@@ -320,3 +320,19 @@ class TestAcknowledgementBetweenTheCounts:
             assert not any(count.armed for count in late)
 
         measure(otel, call)
+
+    def test_httpx_async(self, otel: Any, server: SlowReader,
+                         send_buffer: list[tuple[int, int, int]],
+                         late: list[LateCount]) -> None:
+        """httpcore's anyio stream on asyncio (the watcher takes the last byte's stamp)."""
+        async def run(body: dict[str, Any]) -> None:
+            transport = httpx.AsyncHTTPTransport(socket_options=send_buffer)
+            client = openai.AsyncOpenAI(base_url=server.url, api_key="k", max_retries=0,
+                                        http_client=httpx.AsyncClient(transport=transport))
+            for count in late:
+                count.armed = body is BODY
+            async for _ in await client.chat.completions.create(**body):
+                pass
+            assert not any(count.armed for count in late)
+
+        measure(otel, lambda body: asyncio.run(run(body)))
