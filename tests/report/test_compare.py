@@ -147,7 +147,13 @@ class TestCompareOnTheSimulator:
         # is judged against the truth's own, never against a 5 % coin toss.
         truth = shift(fast_truth, fast2_truth)
         output = task["metrics"]["output_generation"]
-        assert output["estimate"] == pytest.approx(truth.estimate, abs=0.005), (output, truth)
+        loaded = recorded.others is not None and recorded.others >= QUIET_OTHERS
+        # Each stream's last token is read when the client wakes: with others on the cores
+        # (two busy loops beside the suite), the two sets' client medians once parted by
+        # 5.9 ms while the simulator's own parted by 0.5 ms.
+        assert output["estimate"] == pytest.approx(truth.estimate,
+                                                   abs=0.010 if loaded else 0.005), (
+            output, truth, recorded.others)
         # Another program on the cores while they ran (a test beside this one) slows each
         # recorder's own work as it comes and goes: their client time (``other``: 42.6
         # against 31.8 ms, medians, beside two tests) then differs for real, and so may
@@ -156,7 +162,6 @@ class TestCompareOnTheSimulator:
         # request, prefill the simulator's wake-up after its prefill sleep (first token
         # 13.0 against 11.0 ms, medians, beside two busy loops: 1.3 cores of others).
         # Output generation alone is judged there, against the simulator's own record.
-        loaded = recorded.others is not None and recorded.others >= QUIET_OTHERS
         client = {"other", "wall", "first_token", "prefill", "network_overhead"} if loaded \
             else set()
         margin = (truth.high - truth.low) / 5  # a truth near the edge may go either way
