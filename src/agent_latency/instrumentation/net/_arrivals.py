@@ -135,7 +135,8 @@ def _stamping_from(sock: Any) -> tuple[int | None, bool]:
             return acked, True
         acked = again
         transmit_stamps(sock, False)  # (the key's base is taken anew when they come back on)
-        transmit_stamps(sock, True)
+        if not transmit_stamps(sock, True):
+            return None, False
     return None, True
 
 
