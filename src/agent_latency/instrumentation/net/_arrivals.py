@@ -314,9 +314,8 @@ class Arrivals(EventEnds):
 
     def _last_byte_key(self) -> int:
         """The key the request's last byte's stamp will carry (the offset of the last byte
-        written), from the kernel's counts; ``_NO_KEY`` where they cannot be read.  The send
-        queue is read first: an acknowledgement between the two reads makes the offset
-        come out too high, never matched, never too low."""
+        written), from the kernel's counts read as of one instant; ``_NO_KEY`` where they
+        cannot be read, or kept moving."""
         if self._acked_at_start is None:
             return _NO_KEY
         # Their sum is the bytes written, the same at any instant once the writer is done;
