@@ -132,15 +132,61 @@ def check(otel: Any, cpu: float) -> None:
     assert cpu < CPU_BOUND + busy_slack() / 3, (cpu, upload)
 
 
-def measure(otel: Any, call: Callable[[dict[str, Any]], None]) -> None:
+def measure(otel: Any, call: Callable[[dict[str, Any]], None],
+            before_body: Callable[[], None] | None = None) -> None:
     """``call`` once with a small body (the stack's first-use costs: pydantic's validators,
     a first event loop, lazy imports; up to 0.1 s of CPU on Python 3.10, which read past the
-    bound on a busy machine), then with the 1 MiB body, whose writer is checked."""
+    bound on a busy machine), then with the 1 MiB body, whose writer is checked
+    (``before_body`` runs just before it)."""
     call(SMALL_BODY)
     otel.exporter.clear()
+    if before_body is not None:
+        before_body()
     cpu = time.thread_time()
     call(BODY)
     check(otel, time.thread_time() - cpu)
+
+
+def httpx_sync_call(server: SlowReader,
+                    send_buffer: list[tuple[int, int, int]]) -> Callable[[dict[str, Any]], None]:
+    """A streamed chat call through httpcore's sync stream (the openai SDK's default)."""
+    def call(body: dict[str, Any]) -> None:
+        transport = httpx.HTTPTransport(socket_options=send_buffer)
+        client = openai.OpenAI(base_url=server.url, api_key="k", max_retries=0,
+                               http_client=httpx.Client(transport=transport))
+        for _ in client.chat.completions.create(**body):
+            pass
+
+    return call
+
+
+def httpx_async_call(server: SlowReader,
+                     send_buffer: list[tuple[int, int, int]]) -> Callable[[dict[str, Any]], None]:
+    """A streamed chat call through httpcore's anyio stream on asyncio."""
+    async def run(body: dict[str, Any]) -> None:
+        transport = httpx.AsyncHTTPTransport(socket_options=send_buffer)
+        client = openai.AsyncOpenAI(base_url=server.url, api_key="k", max_retries=0,
+                                    http_client=httpx.AsyncClient(transport=transport))
+        async for _ in await client.chat.completions.create(**body):
+            pass
+
+    return lambda body: asyncio.run(run(body))
+
+
+def http_client_call(server: SlowReader,
+                     send_buffer: list[tuple[int, int, int]]) -> Callable[[dict[str, Any]], None]:
+    """A plain ``http.client`` POST, recognised on the wire (``sendall`` on the socket)."""
+    def call(body: dict[str, Any]) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        conn.connect()
+        assert conn.sock is not None
+        conn.sock.setsockopt(*send_buffer[0])
+        conn.request("POST", "/v1/chat/completions", json.dumps(body),
+                     {"content-type": "application/json"})
+        assert conn.getresponse().read().endswith(b"data: [DONE]\n\n")
+        conn.close()
+
+    return call
 
 
 class TestWriterWaitsWithoutSpinning:
@@ -150,26 +196,12 @@ class TestWriterWaitsWithoutSpinning:
     def test_httpx_sync(self, otel: Any, server: SlowReader,
                         send_buffer: list[tuple[int, int, int]]) -> None:
         """httpcore's sync stream (the openai SDK's default client)."""
-        def call(body: dict[str, Any]) -> None:
-            transport = httpx.HTTPTransport(socket_options=send_buffer)
-            client = openai.OpenAI(base_url=server.url, api_key="k", max_retries=0,
-                                   http_client=httpx.Client(transport=transport))
-            for _ in client.chat.completions.create(**body):
-                pass
-
-        measure(otel, call)
+        measure(otel, httpx_sync_call(server, send_buffer))
 
     def test_httpx_async(self, otel: Any, server: SlowReader,
                          send_buffer: list[tuple[int, int, int]]) -> None:
         """httpcore's anyio stream on asyncio."""
-        async def run(body: dict[str, Any]) -> None:
-            transport = httpx.AsyncHTTPTransport(socket_options=send_buffer)
-            client = openai.AsyncOpenAI(base_url=server.url, api_key="k", max_retries=0,
-                                        http_client=httpx.AsyncClient(transport=transport))
-            async for _ in await client.chat.completions.create(**body):
-                pass
-
-        measure(otel, lambda body: asyncio.run(run(body)))
+        measure(otel, httpx_async_call(server, send_buffer))
 
     def test_httpx_async_not_streamed(self, otel: Any, server: SlowReader,
                                       send_buffer: list[tuple[int, int, int]]) -> None:
@@ -209,17 +241,7 @@ class TestWriterWaitsWithoutSpinning:
     def test_http_client(self, otel: Any, server: SlowReader,
                          send_buffer: list[tuple[int, int, int]]) -> None:
         """A plain ``http.client`` POST, recognised on the wire (``sendall`` on the socket)."""
-        def call(body: dict[str, Any]) -> None:
-            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-            conn.connect()
-            assert conn.sock is not None
-            conn.sock.setsockopt(*send_buffer[0])
-            conn.request("POST", "/v1/chat/completions", json.dumps(body),
-                         {"content-type": "application/json"})
-            assert conn.getresponse().read().endswith(b"data: [DONE]\n\n")
-            conn.close()
-
-        measure(otel, call)
+        measure(otel, http_client_call(server, send_buffer))
 
     def test_aiohttp(self, otel: Any, server: SlowReader,
                      send_buffer: list[tuple[int, int, int]]) -> None:
@@ -286,53 +308,17 @@ class TestAcknowledgementBetweenTheCounts:
         monkeypatch.setattr(_arrivals, "unacknowledged_bytes", queue)
         return [start, queue]
 
-    def test_http_client(self, otel: Any, server: SlowReader,
-                         send_buffer: list[tuple[int, int, int]],
-                         late: list[LateCount]) -> None:
-        """A plain ``http.client`` POST (the sockets' tap)."""
-        def call(body: dict[str, Any]) -> None:
-            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-            conn.connect()
-            assert conn.sock is not None
-            conn.sock.setsockopt(*send_buffer[0])
+    @pytest.mark.parametrize("stack", [http_client_call, httpx_sync_call, httpx_async_call],
+                             ids=["http_client", "httpx_sync", "httpx_async"])
+    def test_upload_kept(self, otel: Any, server: SlowReader,
+                         send_buffer: list[tuple[int, int, int]], late: list[LateCount],
+                         stack: Callable[..., Callable[[dict[str, Any]], None]]) -> None:
+        """``http.client`` (the sockets' tap), httpcore's sync stream and its anyio stream
+        (where the watcher takes the last byte's stamp): each count late once, with the
+        1 MiB body only."""
+        def arm() -> None:
             for count in late:
-                count.armed = body is BODY
-            conn.request("POST", "/v1/chat/completions", json.dumps(body),
-                         {"content-type": "application/json"})
-            assert conn.getresponse().read().endswith(b"data: [DONE]\n\n")
-            conn.close()
-            assert not any(count.armed for count in late)  # each came late once
+                count.armed = True
 
-        measure(otel, call)
-
-    def test_httpx_sync(self, otel: Any, server: SlowReader,
-                        send_buffer: list[tuple[int, int, int]],
-                        late: list[LateCount]) -> None:
-        """httpcore's sync stream (the openai SDK's default client)."""
-        def call(body: dict[str, Any]) -> None:
-            transport = httpx.HTTPTransport(socket_options=send_buffer)
-            client = openai.OpenAI(base_url=server.url, api_key="k", max_retries=0,
-                                   http_client=httpx.Client(transport=transport))
-            for count in late:
-                count.armed = body is BODY
-            for _ in client.chat.completions.create(**body):
-                pass
-            assert not any(count.armed for count in late)
-
-        measure(otel, call)
-
-    def test_httpx_async(self, otel: Any, server: SlowReader,
-                         send_buffer: list[tuple[int, int, int]],
-                         late: list[LateCount]) -> None:
-        """httpcore's anyio stream on asyncio (the watcher takes the last byte's stamp)."""
-        async def run(body: dict[str, Any]) -> None:
-            transport = httpx.AsyncHTTPTransport(socket_options=send_buffer)
-            client = openai.AsyncOpenAI(base_url=server.url, api_key="k", max_retries=0,
-                                        http_client=httpx.AsyncClient(transport=transport))
-            for count in late:
-                count.armed = body is BODY
-            async for _ in await client.chat.completions.create(**body):
-                pass
-            assert not any(count.armed for count in late)
-
-        measure(otel, lambda body: asyncio.run(run(body)))
+        measure(otel, stack(server, send_buffer), before_body=arm)
+        assert not any(count.armed for count in late)  # each came late once
