@@ -1,10 +1,14 @@
 """Real sockets on loopback, for tests that need them and the kernel's stamps: a connected
-TCP pair, and a threaded server to build test servers on."""
+TCP pair, a send timed on the test's clock, and a threaded server to build test servers on."""
 
 from __future__ import annotations
 
 import socket
 import threading
+from time import perf_counter
+
+# The two clocks' offset is read a microsecond apart; the kernel stamps inside the send call.
+CLOCK_SLACK = 0.0005
 
 
 def loopback_pair() -> tuple[socket.socket, socket.socket]:
@@ -16,6 +20,19 @@ def loopback_pair() -> tuple[socket.socket, socket.socket]:
     finally:
         listener.close()
     return client, server
+
+
+def timed_send(sock: socket.socket, data: bytes) -> tuple[float, float]:
+    """Send all of ``data``; the ``perf_counter`` times before and after (on loopback the
+    kernel stamps the segments inside the call)."""
+    before = perf_counter()
+    sock.sendall(data)
+    return before, perf_counter()
+
+
+def within(t: float, window: tuple[float, float]) -> bool:
+    """``t`` inside ``window``, give or take the clocks' :data:`CLOCK_SLACK`."""
+    return window[0] - CLOCK_SLACK <= t <= window[1] + CLOCK_SLACK
 
 
 class ThreadedServer:

@@ -1,15 +1,20 @@
-"""Fixtures for the network tests: a TLS echo server on loopback, instrumented clients."""
+"""Fixtures for the network tests: a TLS echo server on loopback, instrumented clients, the
+kernel's receive stamps kept on."""
 
 from __future__ import annotations
 
 import socket
 import ssl
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from time import perf_counter
 
 import pytest
-from loopback import ThreadedServer
+from loopback import ThreadedServer, loopback_pair
 from tls_certificate import self_signed
+
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 
 
 @pytest.fixture(scope="session")
@@ -57,3 +62,34 @@ def tcp_server() -> Iterator[EchoServer]:
 def client_tls(tls_files: tuple[Path, Path]) -> ssl.SSLContext:
     """A client context that trusts the test certificate."""
     return ssl.create_default_context(cafile=str(tls_files[0]))
+
+
+@pytest.fixture(scope="module")
+def stamps_on() -> Iterator[None]:
+    """The kernel's receive stamps on for the whole system while these tests run.
+
+    The kernel turns them on some time after the first socket asks (a deferred work item)
+    and off after the last one closes: a test that sends right after making its socket may
+    otherwise get its bytes without a stamp (half the time, measured, on a machine where
+    nothing else keeps them on).  One stamping connection held open keeps them on."""
+    keeper, peer = loopback_pair()
+    keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    deadline = perf_counter() + 5.0
+    while perf_counter() < deadline:
+        peer.sendall(b"x")
+        time.sleep(0.005)
+        _, ancillary, _, _ = keeper.recvmsg(16, 256)
+        if any(kind == SO_TIMESTAMPNS for _, kind, _ in ancillary):
+            break
+    yield
+    keeper.close()
+    peer.close()
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """``(client, server)``: a fresh TCP connection on loopback, closed after the test."""
+    client, server = loopback_pair()
+    yield client, server
+    client.close()
+    server.close()

@@ -12,13 +12,12 @@ import sys
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
 from itertools import pairwise
 from time import perf_counter
 from typing import Any
 
 import pytest
-from loopback import loopback_pair
+from loopback import CLOCK_SLACK, timed_send, within
 
 from agent_latency.instrumentation.net import (
     ESTIMATED,
@@ -32,52 +31,14 @@ from agent_latency.instrumentation.net._event_ends import _bytes_through
 from agent_latency.instrumentation.net._watcher import WATCHER
 from agent_latency.simulator._bedrock import event_message
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="kernel receive stamps (SO_TIMESTAMPNS) are Linux's")
-
-# The two clocks' offset is read a microsecond apart; the kernel stamps inside the send call.
-CLOCK_SLACK = 0.0005
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def stamps_on() -> Iterator[None]:
-    """The kernel's receive stamps on for the whole system while these tests run.
-
-    The kernel turns them on some time after the first socket asks (a deferred work item)
-    and off after the last one closes: a test that sends right after making its socket may
-    otherwise get its bytes without a stamp (half the time, measured, on a machine where
-    nothing else keeps them on).  One stamping connection held open keeps them on."""
-    keeper, peer = loopback_pair()
-    keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    deadline = perf_counter() + 5.0
-    while perf_counter() < deadline:
-        peer.sendall(b"x")
-        time.sleep(0.005)
-        _, ancillary, _, _ = keeper.recvmsg(16, 256)
-        if any(kind == SO_TIMESTAMPNS for _, kind, _ in ancillary):
-            break
-    yield
-    keeper.close()
-    peer.close()
-
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"),
+                       reason="kernel receive stamps (SO_TIMESTAMPNS) are Linux's"),
+    pytest.mark.usefixtures("stamps_on"),
+]
 
 def event(n: int) -> bytes:
     return f'data: {{"n": {n}}}\n\n'.encode()
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    client, server = loopback_pair()
-    yield client, server
-    client.close()
-    server.close()
-
-
-def timed_send(sock: socket.socket, data: bytes) -> tuple[float, float]:
-    before = perf_counter()
-    sock.sendall(data)
-    return before, perf_counter()
 
 
 def looked(arrivals: Arrivals, count: int) -> bool:
@@ -87,10 +48,6 @@ def looked(arrivals: Arrivals, count: int) -> bool:
     while len(arrivals.cum) < count and perf_counter() < deadline:
         time.sleep(0.005)
     return len(arrivals.cum) >= count
-
-
-def within(t: float, window: tuple[float, float]) -> bool:
-    return window[0] - CLOCK_SLACK <= t <= window[1] + CLOCK_SLACK
 
 
 def gated_writer(server: socket.socket, sends: str) -> tuple[subprocess.Popen[str], int]:

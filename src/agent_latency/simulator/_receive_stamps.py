@@ -15,22 +15,12 @@ import sys
 import time
 from typing import Any
 
+from .._realtime import realtime_offset
+
 # SO_TIMESTAMPNS (asm-generic/socket.h): Linux only.
 _SO_TIMESTAMPNS = 35 if sys.platform.startswith("linux") else None
 _TIMESPEC = struct.Struct("=qq")
 _CMSG_SPACE = 64
-
-
-def _realtime_offset() -> float:
-    """CLOCK_REALTIME less ``perf_counter`` (the tightest of a few pairs read)."""
-    best, offset = float("inf"), 0.0
-    for _ in range(5):
-        before = time.perf_counter()
-        realtime = time.time_ns() / 1e9
-        after = time.perf_counter()
-        if after - before < best:
-            best, offset = after - before, realtime - (before + after) / 2
-    return offset
 
 
 class StampedSocket:
@@ -41,7 +31,7 @@ class StampedSocket:
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self._offset = _realtime_offset()
+        self._offset = realtime_offset()
         self.arrived: float | None = None
 
     def recv(self, size: int, flags: int = 0) -> bytes:

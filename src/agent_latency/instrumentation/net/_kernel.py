@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..._realtime import realtime_offset
+
 try:
     import fcntl
 except ImportError:  # not on Windows
@@ -104,13 +106,19 @@ _SOL_SOCKET = int(socket.SOL_SOCKET)
 _buffers = threading.local()
 
 
+# How often the offset is read again: a clock step or an NTP slew moves it, and a step back
+# (stamps converted early) cannot be seen in a stamp itself.  Reading it is a microsecond.
+RECHECK_S = 1.0
+
+
 class Clock:
     """CLOCK_REALTIME nanoseconds to ``perf_counter`` seconds (CLOCK_MONOTONIC on Linux).
 
-    The offset between the two clocks is read once and again every minute (a clock step or
-    an NTP slew moves it): the read is two clock calls, a microsecond apart.  The readers
-    of the kernel's stamps convert inline (``checked``, ``refresh``, ``offset``): a method
-    call per stamp was a tenth of a look's cost.
+    The offset between the two clocks is read once and again every second
+    (:data:`RECHECK_S`), and at once where a stamp converts to later than the moment it was
+    read: the clock stepped forward.  The readers of the kernel's stamps convert inline
+    (``checked``, ``offset``) and call :meth:`perf_checked` only for those two cases: a
+    method call per stamp was a tenth of a look's cost.
     """
 
     __slots__ = ("checked", "offset")
@@ -121,15 +129,14 @@ class Clock:
 
     def refresh(self, now: float) -> None:
         """Read the offset again (``now``: ``perf_counter()``)."""
-        self.offset = time.time_ns() / 1e9 - time.perf_counter()
+        self.offset = realtime_offset()
         self.checked = now
 
-    def perf(self, realtime_ns: int) -> float:
-        """``realtime_ns`` on the ``perf_counter`` clock."""
-        now = time.perf_counter()
-        if now - self.checked > 60.0:
-            self.refresh(now)
-        return realtime_ns / 1e9 - self.offset
+    def perf_checked(self, realtime_s: float, now: float) -> float:
+        """``realtime_s`` on the ``perf_counter`` clock, the offset read again first; never
+        later than ``now`` (the ``perf_counter`` read after the stamp was taken)."""
+        self.refresh(now)
+        return min(realtime_s - self.offset, now)
 
 
 CLOCK = Clock()
@@ -232,11 +239,12 @@ def peek_queued(fd: int, family: int) -> tuple[int, float | None] | None:
     for level, kind, raw in ancillary:
         if level == _SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(raw) >= 16:
             seconds, nanoseconds = _TIMESPEC.unpack_from(raw)
-            clock = CLOCK  # (``Clock.perf`` inline)
+            clock = CLOCK  # (the conversion inline: see ``Clock``)
             now = time.perf_counter()
-            if now - clock.checked > 60.0:
-                clock.refresh(now)
-            return size, seconds + nanoseconds / 1e9 - clock.offset
+            arrived = seconds + nanoseconds / 1e9 - clock.offset
+            if arrived > now or now - clock.checked > RECHECK_S:
+                arrived = clock.perf_checked(seconds + nanoseconds / 1e9, now)
+            return size, arrived
     return size, None
 
 
@@ -373,8 +381,9 @@ def last_transmitted(fd: int, family: int,
             view.detach()
     if newest is None:
         return None
-    clock = CLOCK  # (``Clock.perf`` inline)
+    clock = CLOCK  # (the conversion inline: see ``Clock``)
     now = time.perf_counter()
-    if now - clock.checked > 60.0:
-        clock.refresh(now)
-    return newest / 1e9 - clock.offset, key
+    sent = newest / 1e9 - clock.offset
+    if sent > now or now - clock.checked > RECHECK_S:
+        sent = clock.perf_checked(newest / 1e9, now)
+    return sent, key
