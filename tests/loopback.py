@@ -4,11 +4,22 @@ TCP pair, a send timed on the test's clock, and a threaded server to build test 
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 from time import perf_counter
 
+import pytest
+
 # The two clocks' offset is read a microsecond apart; the kernel stamps inside the send call.
 CLOCK_SLACK = 0.0005
+
+# A module of tests on the kernel's receive stamps: Linux only, the stamps kept on throughout
+# (the ``stamps_on`` fixture of tests/network).
+KERNEL_STAMPS = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"),
+                       reason="kernel receive stamps (SO_TIMESTAMPNS) are Linux's"),
+    pytest.mark.usefixtures("stamps_on"),
+]
 
 
 def loopback_pair() -> tuple[socket.socket, socket.socket]:

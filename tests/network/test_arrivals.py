@@ -17,7 +17,7 @@ from time import perf_counter
 from typing import Any
 
 import pytest
-from loopback import CLOCK_SLACK, timed_send, within
+from loopback import CLOCK_SLACK, KERNEL_STAMPS, timed_send, within
 
 from agent_latency.instrumentation.net import (
     ESTIMATED,
@@ -31,11 +31,8 @@ from agent_latency.instrumentation.net._event_ends import _bytes_through
 from agent_latency.instrumentation.net._watcher import WATCHER
 from agent_latency.simulator._bedrock import event_message
 
-pytestmark = [
-    pytest.mark.skipif(not sys.platform.startswith("linux"),
-                       reason="kernel receive stamps (SO_TIMESTAMPNS) are Linux's"),
-    pytest.mark.usefixtures("stamps_on"),
-]
+pytestmark = KERNEL_STAMPS
+
 
 def event(n: int) -> bytes:
     return f'data: {{"n": {n}}}\n\n'.encode()

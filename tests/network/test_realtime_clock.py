@@ -5,14 +5,13 @@ realtime clock stepped.  The truth is the sender's own clock around its ``send``
 from __future__ import annotations
 
 import socket
-import sys
 import time
 from collections.abc import Iterator
 from time import perf_counter
 from typing import Any
 
 import pytest
-from loopback import timed_send, within
+from loopback import KERNEL_STAMPS, timed_send, within
 
 from agent_latency import _realtime
 from agent_latency._realtime import realtime_offset
@@ -25,11 +24,7 @@ from agent_latency.instrumentation.net._kernel import (
     peek_queued,
 )
 
-pytestmark = [
-    pytest.mark.skipif(not sys.platform.startswith("linux"),
-                       reason="kernel receive stamps (SO_TIMESTAMPNS) are Linux's"),
-    pytest.mark.usefixtures("stamps_on"),
-]
+pytestmark = KERNEL_STAMPS
 
 # A realtime step as CI saw one (146 ms), and an interruption as long.
 STEP = 0.15
