@@ -107,7 +107,7 @@ _buffers = threading.local()
 
 
 # How often the offset is read again: a clock step or an NTP slew moves it, and a step back
-# (stamps converted early) cannot be seen in a stamp itself.  Reading it is a microsecond.
+# (stamps converted early) cannot be seen in a stamp itself.  A read is a few microseconds.
 RECHECK_S = 1.0
 
 
@@ -241,9 +241,10 @@ def peek_queued(fd: int, family: int) -> tuple[int, float | None] | None:
             seconds, nanoseconds = _TIMESPEC.unpack_from(raw)
             clock = CLOCK  # (the conversion inline: see ``Clock``)
             now = time.perf_counter()
-            arrived = seconds + nanoseconds / 1e9 - clock.offset
+            stamp = seconds + nanoseconds / 1e9
+            arrived = stamp - clock.offset
             if arrived > now or now - clock.checked > RECHECK_S:
-                arrived = clock.perf_checked(seconds + nanoseconds / 1e9, now)
+                arrived = clock.perf_checked(stamp, now)
             return size, arrived
     return size, None
 
@@ -383,7 +384,8 @@ def last_transmitted(fd: int, family: int,
         return None
     clock = CLOCK  # (the conversion inline: see ``Clock``)
     now = time.perf_counter()
-    sent = newest / 1e9 - clock.offset
+    newest_s = newest / 1e9
+    sent = newest_s - clock.offset
     if sent > now or now - clock.checked > RECHECK_S:
-        sent = clock.perf_checked(newest / 1e9, now)
+        sent = clock.perf_checked(newest_s, now)
     return sent, key
