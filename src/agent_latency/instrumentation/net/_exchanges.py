@@ -20,7 +20,8 @@ back off it: the wire as seen by clients that no higher layer sees (``http.clien
 
 - The event loop's transports (``asyncio`` streams and protocols, plain and TLS): their
   ``write`` is patched the same way; a recognised request's protocol object gets its own
-  ``data_received`` and ``connection_lost`` (on that one object) until the response ends.
+  ``data_received`` and ``connection_lost`` (on that one object: ``_methods``) until the
+  response ends.
   A buffered protocol (``asyncio.BufferedProtocol``) is not watched.
 
 A client that writes its request with ``send`` on a TLS socket (httpcore over TLS) is not
@@ -43,6 +44,7 @@ from ._attempt import Attempt
 from ._context import CURRENT
 from ._exchange import IN_FLIGHT as _exchanges
 from ._exchange import Exchange, Observer, Request, ResponseCut, parse_headers
+from ._methods import is_replaced, replace_methods, restore_methods
 from ._sockets import PATCH as sockets_patch
 from ._sockets import take_setup, want_setups
 from ._taps import UNSET, before_socket_read
@@ -424,6 +426,7 @@ def _unwatch_protocol(exchange: Exchange) -> None:
     """The protocol's own ``data_received`` and ``connection_lost`` put back."""
     protocol = exchange.saved
     if protocol is not None:
+        restore_methods(protocol)
         for name in ("data_received", "connection_lost"):
             protocol.__dict__.pop(name, None)
 
@@ -457,8 +460,12 @@ def _watch_protocol(protocol: Any, exchange: Exchange) -> None:
                 internal_error("wire.read")
         lost(exc)
 
-    protocol.data_received = data_received
-    protocol.connection_lost = connection_lost
+    if not replace_methods(protocol, {"data_received": data_received,
+                                      "connection_lost": connection_lost}):
+        # (a class that refuses a subclass: set on the object, which costs its class's
+        # other objects their specialised calls; see ``_methods``)
+        protocol.data_received = data_received
+        protocol.connection_lost = connection_lost
     exchange.saved, exchange.undo = protocol, _unwatch_protocol
 
 
@@ -470,7 +477,7 @@ def _write_new(transport: Any, data: Any, real: Any, secure: bool) -> Any:
         # A buffered protocol reads into its own buffer: not watched (nor recognised), nor
         # one whose methods cannot be set on the object.
         if not isinstance(protocol, asyncio.BufferedProtocol) and hasattr(
-                protocol, "__dict__"):
+                protocol, "__dict__") and not is_replaced(protocol):
             found = _recognise(transport.get_extra_info("socket"), data, secure,
                                lambda: True, lambda: None)
     except Exception:  # noqa: BLE001

@@ -1,5 +1,6 @@
 """Taps on one connection's reads while its arrival times are wanted: the client library's own
-read, replaced on that one stream object (never on the class), and put back after.
+read, replaced for that one stream object (never on the class, nor set on the object: see
+:mod:`._methods`), and put back after.
 
 - The request's writes (``write``): the kernel stamps what it transmits until the response
   is read, so the request's last byte is dated when it left, not when the writing thread got
@@ -39,6 +40,7 @@ from typing import Any
 from ..._log import internal_error
 from ._arrivals import STAMPED_TAIL, Arrivals
 from ._exchange import Exchange
+from ._methods import is_replaced, replace_methods, restore_methods
 from ._watcher import WATCHER
 
 Untap = Callable[[], None]
@@ -88,7 +90,7 @@ def _decrypted_waiting(sock: Any) -> bool:
         return False
 
 
-def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap:
+def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap | None:
     cls = type(stream)
     original_read, original_write = cls.read, cls.write
 
@@ -133,9 +135,9 @@ def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap:
             internal_error("net.tap")
         return data
 
-    stream.read = read
-    stream.write = write
-    return lambda: _untap(stream, arrivals)
+    if not replace_methods(stream, {"read": read, "write": write}):
+        return None
+    return lambda: _untap(arrivals, stream)
 
 
 def _loop_protocol(stream: Any) -> Any:
@@ -147,7 +149,7 @@ def _loop_protocol(stream: Any) -> Any:
     return protocol if hasattr(protocol, "data_received") else None
 
 
-def _loop_tap(protocol: Any, arrivals: Arrivals) -> None:
+def _loop_tap(protocol: Any, arrivals: Arrivals) -> bool:
     original = type(protocol).data_received
 
     def data_received(data: bytes) -> None:
@@ -157,18 +159,16 @@ def _loop_tap(protocol: Any, arrivals: Arrivals) -> None:
             internal_error("net.tap")
         original(protocol, data)
 
-    protocol.data_received = data_received
+    return replace_methods(protocol, {"data_received": data_received})
 
 
-def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
+def _async_tap(stream: Any, arrivals: Arrivals) -> Untap | None:
     cls = type(stream)
     original_read, original_write = cls.read, cls.write
     # The loop takes the bytes off the socket before the task reads them: that is when they
     # had arrived by (when the loop was idle, the arrival; the watcher stamps the others).
     found = protocol = _loop_protocol(stream)
-    if protocol is not None and "data_received" not in getattr(protocol, "__dict__", {}):
-        _loop_tap(protocol, arrivals)
-    else:
+    if protocol is None or not _loop_tap(protocol, arrivals):
         protocol = None
     # Under TLS the loop takes every queued byte at once and anyio's TLS stream hands them
     # over a record per read: the wire bytes a read consumed are the kernel's count less
@@ -216,12 +216,14 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap:
             internal_error("net.tap")
         return data
 
-    stream.read = read
-    stream.write = write
-    return lambda: _untap(stream, arrivals, protocol)
+    if not replace_methods(stream, {"read": read, "write": write}):
+        if protocol is not None:
+            restore_methods(protocol)
+        return None
+    return lambda: _untap(arrivals, stream, protocol)
 
 
-def _protocol_tap(protocol: Any, arrivals: Arrivals) -> Untap:
+def _protocol_tap(protocol: Any, arrivals: Arrivals) -> Untap | None:
     """aiohttp's ``ResponseHandler``: the loop calls ``data_received`` with the bytes it has
     just taken off the socket (the plaintext, under TLS)."""
     original = type(protocol).data_received
@@ -235,8 +237,9 @@ def _protocol_tap(protocol: Any, arrivals: Arrivals) -> Untap:
                 internal_error("net.tap")
         original(protocol, data)
 
-    protocol.data_received = data_received
-    return lambda: _untap(None, arrivals, protocol)
+    if not replace_methods(protocol, {"data_received": data_received}):
+        return None
+    return lambda: _untap(arrivals, protocol)
 
 
 #: What :func:`before_socket_read` returns when the socket's timeout was left alone.
@@ -266,7 +269,7 @@ def before_socket_read(arrivals: Arrivals, sock: Any) -> Any:
     return restore
 
 
-def _socketio_tap(raw: Any, arrivals: Arrivals) -> Untap:
+def _socketio_tap(raw: Any, arrivals: Arrivals) -> Untap | None:
     """``socket.SocketIO`` (the raw file ``http.client`` reads a response from)."""
     original = type(raw).readinto
     sock = raw._sock
@@ -286,24 +289,19 @@ def _socketio_tap(raw: Any, arrivals: Arrivals) -> Untap:
                 internal_error("net.tap")
         return n
 
-    raw.readinto = readinto
-    return lambda: _untap(None, arrivals, raw, ("readinto",))
+    if not replace_methods(raw, {"readinto": readinto}):
+        return None
+    return lambda: _untap(arrivals, raw)
 
 
-def _untap(stream: Any, arrivals: Arrivals, protocol: Any = None,
-           names: tuple[str, ...] = ("data_received",)) -> None:
+def _untap(arrivals: Arrivals, *tapped: Any) -> None:
     try:
         arrivals.stop_stamping()
     except Exception:  # noqa: BLE001
         internal_error("net.tap")
-    for obj, attrs in ((stream, ("read", "write")), (protocol, names)):
-        if obj is None:
-            continue
-        try:
-            for name in attrs:
-                obj.__dict__.pop(name, None)
-        except AttributeError:
-            pass
+    for obj in tapped:
+        if obj is not None:
+            restore_methods(obj)
 
 
 def _exchange_tap(exchange: Exchange, arrivals: Arrivals) -> Untap:
@@ -315,7 +313,7 @@ def _exchange_tap(exchange: Exchange, arrivals: Arrivals) -> Untap:
 
     def untap() -> None:
         exchange.arrivals = None
-        _untap(None, arrivals)
+        _untap(arrivals)
 
     return untap
 
@@ -330,24 +328,21 @@ def tap(stream: Any, arrivals: Arrivals) -> Untap | None:
     if cls is Exchange:
         return _exchange_tap(stream, arrivals) if stream.arrivals is None else None
     module = getattr(cls, "__module__", "")
-    own = getattr(stream, "__dict__", None)
-    if own is None:
+    if is_replaced(stream) or getattr(stream, "__dict__", None) is None:
         return None
     if cls.__name__ == "ResponseHandler" and module.startswith("aiohttp"):
-        if "data_received" in own:
-            return None
         transport = getattr(stream, "transport", None)
         arrivals.tls = (transport is None
                         or transport.get_extra_info("sslcontext") is not None)
         return _protocol_tap(stream, arrivals)
     if cls is socket.SocketIO:
-        if "readinto" in own or not hasattr(stream, "_sock"):
+        if not hasattr(stream, "_sock"):
             return None
         arrivals.tls = isinstance(stream._sock, ssl.SSLSocket)
         return _socketio_tap(stream, arrivals)
     if cls.__name__ not in _HTTPCORE_STREAMS or not module.startswith(("httpcore", "httpcore2")):
         return None
-    if "read" in own or not hasattr(cls, "write"):
+    if not hasattr(cls, "write"):
         return None
     if cls.__name__ == "AnyIOStream":  # its read is a coroutine (SyncStream's is not)
         inner = getattr(stream, "_stream", None)
