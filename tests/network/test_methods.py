@@ -122,6 +122,24 @@ class TestReplaced:
         assert forwarding(stream, 2) == "a read 2"
 
 
+def _read_site_after(tap_and_untap: Any) -> str:
+    """The instruction that looks ``read`` up at a warm call site, reading an object of a
+    class one of whose other objects went through ``tap_and_untap``."""
+
+    class Fresh(Stream):
+        pass
+
+    def call_site(stream: Any) -> str:
+        return stream.read(1)
+
+    tap_and_untap(Fresh("tapped"))
+    other = Fresh("other")
+    for _ in range(200):  # warm: the adaptive interpreter specialises after a few runs
+        call_site(other)
+    return next(i.opname for i in dis.get_instructions(call_site, adaptive=True)
+                if i.argval == "read")
+
+
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="specialisation came with 3.11")
 class TestOtherObjectsKeepTheirSpeed:
     """Replacing one object's method leaves the call sites of its class's other objects
@@ -129,38 +147,18 @@ class TestOtherObjectsKeepTheirSpeed:
     ``obj.read(...)`` for its whole class, for good)."""
 
     def test_call_site_still_specialised(self) -> None:
-        class Fresh(Stream):
-            pass
+        def tap_and_untap(stream: Any) -> None:
+            replace_methods(stream, {"read": lambda n: "tap"})
+            stream.read(1)
+            restore_methods(stream)
 
-        def call_site(stream: Any) -> str:
-            return stream.read(1)
-
-        tapped = Fresh("t")
-        replace_methods(tapped, {"read": lambda n: "tap"})
-        tapped.read(1)
-        restore_methods(tapped)
-        other = Fresh("o")
-        for _ in range(200):  # warm: the adaptive interpreter specialises after a few runs
-            call_site(other)
-        names = [i.opname for i in dis.get_instructions(call_site, adaptive=True)
-                 if i.argval == "read"]
-        assert names and "WITH_VALUES" in names[0], names
+        assert "WITH_VALUES" in _read_site_after(tap_and_untap)
 
     def test_the_simpler_way_would_not_be(self) -> None:
         """The check above can fail: a method set on one object and removed again."""
 
-        class Fresh(Stream):
-            pass
+        def set_and_removed(stream: Any) -> None:
+            stream.read = lambda n: "tap"
+            del stream.read
 
-        def call_site(stream: Any) -> str:
-            return stream.read(1)
-
-        tapped = Fresh("t")
-        tapped.read = lambda n: "tap"  # type: ignore[method-assign]
-        del tapped.read
-        other = Fresh("o")
-        for _ in range(200):
-            call_site(other)
-        names = [i.opname for i in dis.get_instructions(call_site, adaptive=True)
-                 if i.argval == "read"]
-        assert names and "WITH_VALUES" not in names[0], names
+        assert "WITH_VALUES" not in _read_site_after(set_and_removed)
