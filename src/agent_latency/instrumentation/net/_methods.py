@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-#: The attribute the replacements are kept under, on the object, while they are in place.
+#: The attribute the replacements are kept under, on the object, while they are in place
+#: (``forward`` spells it out: read as an attribute there, not through ``getattr``, once
+#: per tapped read).
 _REPLACED = "_agent_latency_methods"
 
 #: The subclass made for each (class, names): made once, reused by every object of it.
