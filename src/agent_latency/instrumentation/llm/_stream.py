@@ -63,8 +63,8 @@ def _is_generator_next(fetch: Any) -> bool:
 
 _CHUNK_SLOTS = ("__weakref__", "busy", "call", "content", "cpu_at", "cpu_first",
                 "first_arrivals", "first_chunk", "first_cpu", "following", "gen", "in_next",
-                "meta_chunk", "next", "observe", "others", "outputs", "plain_next", "t_chunk",
-                "t_first", "t_first_chunk", "t_last", "usage_chunk")
+                "meta_chunk", "next", "observe", "others", "outputs", "plain_next", "t_first",
+                "t_first_chunk", "t_last", "t_other", "usage_chunk")
 
 
 class _Chunks:
@@ -79,9 +79,9 @@ class _Chunks:
     __slots__ = _CHUNK_SLOTS
 
     observe: Observe
-    t_chunk: float | None
     t_first: float | None
-    t_last: float | None
+    t_last: float | None  # the last output chunk's hand-over
+    t_other: float | None  # the last other chunk's (one time written per chunk, not two)
     t_first_chunk: float | None
 
     def __init__(self, call: LLMCall, next_chunk: Any) -> None:
@@ -98,7 +98,7 @@ class _Chunks:
         # chunks, an empty delta), each where it is known which: one count of every chunk
         # would be an integer allocated and freed per chunk past 256, ~270 instructions.
         self.others = self.outputs = 0
-        self.t_chunk = self.t_first = self.t_last = self.t_first_chunk = None
+        self.t_other = self.t_first = self.t_last = self.t_first_chunk = None
         self.first_chunk = self.meta_chunk = self.usage_chunk = None
         self.first_cpu = 0.0
         self.cpu_first: float | None = None
@@ -117,6 +117,14 @@ class _Chunks:
     def chunks(self) -> int:
         """The chunks handed over so far."""
         return self.outputs + self.others
+
+    @property
+    def t_chunk(self) -> float | None:
+        """When the last chunk, of either kind, was handed over."""
+        last, other = self.t_last, self.t_other
+        if last is None or (other is not None and other > last):
+            return other
+        return last
 
     def fetching(self) -> bool:
         """Inside the source's ``next`` now: an SDK that closes its response there (at the
@@ -161,7 +169,7 @@ class _SyncChunks(_Chunks):
             self.call.finish(None, exc, None, self)
             raise
         self.in_next = False
-        self.t_chunk = t = perf_counter()
+        t = perf_counter()
         if self.t_first_chunk is None:
             self.t_first_chunk = t
             self.first_chunk = chunk
@@ -175,8 +183,10 @@ class _SyncChunks(_Chunks):
                 self.t_last = t
                 self.outputs += 1
             else:
+                self.t_other = t
                 self.others += 1
         except Exception:  # noqa: BLE001 - an odd chunk must not reach the program
+            self.t_other = t
             self.others += 1
             internal_error("llm.observe")
         return chunk
@@ -205,7 +215,7 @@ def _sync_chunks(state: _SyncChunks) -> Iterator[Any]:
         except BaseException as exc:
             state.call.finish(None, exc, None, state)
             raise
-        state.t_chunk = t = perf_counter()
+        t = perf_counter()
         if not others:
             state.t_first_chunk = t
             state.first_chunk = chunk
@@ -219,10 +229,12 @@ def _sync_chunks(state: _SyncChunks) -> Iterator[Any]:
                 first = True
                 state.first_output()
             else:
+                state.t_other = t
                 others += 1
                 state.others = others
         except Exception:  # noqa: BLE001 - an odd chunk must not reach the program
             if not first:  # (not counted yet)
+                state.t_other = t
                 others += 1
                 state.others = others
             internal_error("llm.observe")
@@ -231,7 +243,7 @@ def _sync_chunks(state: _SyncChunks) -> Iterator[Any]:
             break
     try:
         for chunk in state.plain_next.__self__:
-            state.t_chunk = t = perf_counter()
+            t = perf_counter()
             try:
                 if FAULTS:
                     fault("llm.observe")
@@ -240,9 +252,11 @@ def _sync_chunks(state: _SyncChunks) -> Iterator[Any]:
                     outputs += 1
                     state.outputs = outputs
                 else:
+                    state.t_other = t
                     others += 1
                     state.others = others
             except Exception:  # noqa: BLE001
+                state.t_other = t
                 others += 1
                 state.others = others
                 internal_error("llm.observe")
@@ -279,7 +293,7 @@ class _AsyncChunks(_Chunks):
             self.call.finish(None, exc, None, self)
             raise
         self.in_next = False
-        self.t_chunk = t = perf_counter()
+        t = perf_counter()
         if self.t_first_chunk is None:
             self.t_first_chunk = t
             self.first_chunk = chunk
@@ -293,8 +307,10 @@ class _AsyncChunks(_Chunks):
                 self.t_last = t
                 self.outputs += 1
             else:
+                self.t_other = t
                 self.others += 1
         except Exception:  # noqa: BLE001
+            self.t_other = t
             self.others += 1
             internal_error("llm.observe")
         return chunk

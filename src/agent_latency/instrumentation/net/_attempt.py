@@ -41,8 +41,9 @@ class Attempt:
     """
 
     __slots__ = ("bytes_received", "bytes_sent", "connect", "cpu_sent", "dns", "dns_base",
-                 "error", "following", "hook", "host", "net", "on_closed", "port", "request_id",
-                 "response", "reused", "rtt", "rtt_source", "secure", "sock", "status", "stream",
+                 "error", "following", "holder", "hook", "host", "net", "on_closed", "port",
+                 "request_id", "response", "reused", "rtt", "rtt_source", "secure", "sock",
+                 "status", "stream",
                  "t_body_done", "t_closed", "t_connect", "t_headers", "t_received", "t_return",
                  "t_send", "t_sent", "t_start", "t_tls", "tls", "tls_base")
 
@@ -74,6 +75,9 @@ class Attempt:
         self.reused = True
         self.sock: Any = None
         self.stream: Any = None  # the client library's network stream (httpcore's), if known
+        # What keeps the stream (httpcore's HTTP/1.1 connection, in ``_network_stream``): its
+        # reads are tapped there (``_taps``).
+        self.holder: Any = None
         self.following: Any = None  # arrival times being taken on it (``_follow``)
         # The client library's trace callback that is ours alone (httpcore's): lifted while
         # the marks it would give come from the taps (``_httpcore``).

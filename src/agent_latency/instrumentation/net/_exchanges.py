@@ -19,9 +19,9 @@ back off it: the wire as seen by clients that no higher layer sees (``http.clien
   the recogniser's :class:`Observer` as de-chunked bytes with the time the read returned.
 
 - The event loop's transports (``asyncio`` streams and protocols, plain and TLS): their
-  ``write`` is patched the same way; a recognised request's protocol object gets its own
-  ``data_received`` and ``connection_lost`` (on that one object: ``_methods``) until the
-  response ends.
+  ``write`` is patched the same way; a recognised request's protocol gets a stand-in in the
+  transport (``set_protocol``: ``_methods``) whose ``data_received`` and ``connection_lost``
+  feed the exchange until the response ends.
   A buffered protocol (``asyncio.BufferedProtocol``) is not watched.
 
 A client that writes its request with ``send`` on a TLS socket (httpcore over TLS) is not
@@ -44,7 +44,7 @@ from ._attempt import Attempt
 from ._context import CURRENT
 from ._exchange import IN_FLIGHT as _exchanges
 from ._exchange import Exchange, Observer, Request, ResponseCut, parse_headers
-from ._methods import is_replaced, replace_methods, restore_methods
+from ._methods import is_stand_in, stand_in_protocol
 from ._sockets import PATCH as sockets_patch
 from ._sockets import take_setup, want_setups
 from ._taps import UNSET, before_socket_read
@@ -423,17 +423,16 @@ def _ssl_wrapper(real: Any) -> Any:
 
 # -- the event loop's transports -----------------------------------------------------------------
 def _unwatch_protocol(exchange: Exchange) -> None:
-    """The protocol's own ``data_received`` and ``connection_lost`` put back."""
-    protocol = exchange.saved
-    if protocol is not None:
-        restore_methods(protocol)
-        for name in ("data_received", "connection_lost"):
-            protocol.__dict__.pop(name, None)
+    """The protocol back in its transport, in place of its stand-in."""
+    undo = exchange.saved
+    if undo is not None:
+        undo()
 
 
-def _watch_protocol(protocol: Any, exchange: Exchange) -> None:
-    """The response's bytes as the event loop hands them to ``protocol`` (on that one
-    object, never its class)."""
+def _watch_protocol(transport: Any, protocol: Any, exchange: Exchange) -> bool:
+    """The response's bytes as the event loop hands them to ``protocol``, through a stand-in
+    in ``transport`` (never the protocol object or its class changed); False where the
+    transport cannot take one."""
     delivered, lost = protocol.data_received, protocol.connection_lost
 
     def data_received(data: bytes) -> None:
@@ -460,13 +459,12 @@ def _watch_protocol(protocol: Any, exchange: Exchange) -> None:
                 internal_error("wire.read")
         lost(exc)
 
-    if not replace_methods(protocol, {"data_received": data_received,
-                                      "connection_lost": connection_lost}):
-        # (a class that refuses a subclass: set on the object, which costs its class's
-        # other objects their specialised calls; see ``_methods``)
-        protocol.data_received = data_received
-        protocol.connection_lost = connection_lost
-    exchange.saved, exchange.undo = protocol, _unwatch_protocol
+    undo = stand_in_protocol(transport, {"data_received": data_received,
+                                         "connection_lost": connection_lost})
+    if undo is None:
+        return False
+    exchange.saved, exchange.undo = undo, _unwatch_protocol
+    return True
 
 
 def _write_new(transport: Any, data: Any, real: Any, secure: bool) -> Any:
@@ -475,9 +473,10 @@ def _write_new(transport: Any, data: Any, real: Any, secure: bool) -> Any:
     try:
         protocol = transport.get_protocol()
         # A buffered protocol reads into its own buffer: not watched (nor recognised), nor
-        # one whose methods cannot be set on the object.
-        if not isinstance(protocol, asyncio.BufferedProtocol) and hasattr(
-                protocol, "__dict__") and not is_replaced(protocol):
+        # one being watched already (its stand-in in the transport), nor one whose transport
+        # cannot take a stand-in.
+        if (not isinstance(protocol, asyncio.BufferedProtocol) and not is_stand_in(protocol)
+                and hasattr(transport, "set_protocol")):
             found = _recognise(transport.get_extra_info("socket"), data, secure,
                                lambda: True, lambda: None)
     except Exception:  # noqa: BLE001
@@ -485,7 +484,9 @@ def _write_new(transport: Any, data: Any, real: Any, secure: bool) -> Any:
     if found is None:
         return real(transport, data)
     exchange, out = found
-    _watch_protocol(protocol, exchange)
+    if not _watch_protocol(transport, protocol, exchange):  # (refused after all: ends unread)
+        exchange.end(perf_counter(), None)
+        return real(transport, data)
     _hold(transport, exchange)
     exchange.attempt.send_started(perf_counter())
     try:

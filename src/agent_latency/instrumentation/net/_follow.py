@@ -53,7 +53,7 @@ def follow(attempt: Any, classify: Any = None,
         arrivals.classify = classify
     except (OSError, AttributeError, ValueError):
         return None
-    untap = tap(stream, arrivals)
+    untap = tap(stream, arrivals, attempt.holder)
     if untap is None:
         return None
     return Following(arrivals, untap)

@@ -32,6 +32,7 @@ from ._attempt import Attempt
 from ._context import CURRENT
 from ._follow import follow
 from ._kernel import socket_of
+from ._methods import is_stand_in, stood_for
 
 
 def _connected(attempt: Attempt, t: float, info: Any) -> None:
@@ -215,7 +216,7 @@ def _on_connection(owner: Any, connection: Any, args: Any, kwargs: Any) -> Any:
         attempt = attempts[-1]
         stream = getattr(connection, "_network_stream", None)
         if stream is not None:
-            attempt.stream = stream
+            attempt.stream, attempt.holder = stream, connection
             sock = socket_of(stream)
             if sock is not None:
                 attempt.sock = sock
@@ -232,7 +233,7 @@ def _on_connection(owner: Any, connection: Any, args: Any, kwargs: Any) -> Any:
         ext = (args[0] if args else kwargs["request"]).extensions
         if ext.get("trace") is not hook:
             return None
-        connection.__dict__[_LIFTED] = attempt
+        setattr(connection, _LIFTED, attempt)
         del ext["trace"]
         return ext
     except Exception:  # noqa: BLE001
@@ -259,9 +260,23 @@ def _lifted_marks(owner: Any, connection: Any, ext: Any, t_send: float,
             attempt.t_headers = t_headers
         else:
             ext["trace"] = attempt.hook
-            connection.__dict__.pop(_LIFTED, None)
+            _take_lifted(connection)
     except Exception:  # noqa: BLE001
         internal_error("network.connection")
+
+
+def _own_stream(response: Any) -> Any:
+    """``response`` with httpcore's own stream in its ``network_stream`` extension where the
+    connection had our tap's stand-in in its place when it made the response (the program
+    may keep the extension after the tap is gone)."""
+    try:
+        ext = response.extensions
+        stream = ext.get("network_stream")
+        if is_stand_in(stream):
+            ext["network_stream"] = stood_for(stream)
+    except Exception:  # noqa: BLE001
+        internal_error("network.connection")
+    return response
 
 
 def connection_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -271,7 +286,7 @@ def connection_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> A
         return wrapped(*args, **kwargs)
     ext = _on_connection(owner, instance, args, kwargs)
     if ext is None:
-        return wrapped(*args, **kwargs)
+        return _own_stream(wrapped(*args, **kwargs))
     t_send = perf_counter()
     try:
         response = wrapped(*args, **kwargs)
@@ -279,7 +294,7 @@ def connection_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> A
         _lifted_marks(owner, instance, ext, t_send, None)
         raise
     _lifted_marks(owner, instance, ext, t_send, perf_counter())
-    return response
+    return _own_stream(response)
 
 
 async def async_connection_wrapper(wrapped: Any, instance: Any, args: Any,
@@ -290,7 +305,7 @@ async def async_connection_wrapper(wrapped: Any, instance: Any, args: Any,
         return await wrapped(*args, **kwargs)
     ext = _on_connection(owner, instance, args, kwargs)
     if ext is None:
-        return await wrapped(*args, **kwargs)
+        return _own_stream(await wrapped(*args, **kwargs))
     t_send = perf_counter()
     try:
         response = await wrapped(*args, **kwargs)
@@ -298,11 +313,24 @@ async def async_connection_wrapper(wrapped: Any, instance: Any, args: Any,
         _lifted_marks(owner, instance, ext, t_send, None)
         raise
     _lifted_marks(owner, instance, ext, t_send, perf_counter())
-    return response
+    return _own_stream(response)
+
+
+def _take_lifted(connection: Any) -> Any:
+    """The attempt ``connection`` keeps (taken off it), or None.  An attribute set and
+    deleted, never the object's ``__dict__``: asked for, that dict would be the connection's
+    for good, and every later read of its attributes slower (see ``_methods``)."""
+    attempt = getattr(connection, _LIFTED, None)
+    if attempt is not None:
+        try:
+            delattr(connection, _LIFTED)
+        except AttributeError:  # (taken by another thread meanwhile)
+            return None
+    return attempt
 
 
 def _closing(connection: Any) -> None:
-    attempt = connection.__dict__.pop(_LIFTED, None)
+    attempt = _take_lifted(connection)
     if attempt is not None:
         try:
             # Before httpcore's own close: the connection is still open for the kernel's

@@ -1,31 +1,35 @@
 """Taps on one connection's reads while its arrival times are wanted: the client library's own
-read, replaced for that one stream object (never on the class, nor set on the object: see
-:mod:`._methods`), and put back after.
+read, replaced for that one stream object by a stand-in put where its owner keeps it (never
+on the class, nor on the object: see :mod:`._methods`), and the object put back after.
 
 - The request's writes (``write``): the kernel stamps what it transmits until the response
   is read, so the request's last byte is dated when it left, not when the writing thread got
   the GIL back.
 - httpcore / httpcore2 sync streams (``SyncStream.read``: the plain or TLS socket's
-  ``recv``): before reading, the receive queue is looked at; when nothing waits, the tap
-  waits for the socket itself (``poll``, without the GIL) and looks again as soon as bytes
-  come, so the kernel's stamp of the first segment is kept even when another thread holds
-  the GIL when it lands.
-- httpcore / httpcore2 async streams (anyio): the queue is looked at before each read;
-  anyio pauses the transport between reads, so bytes that come while the task is busy wait
-  in the kernel, where the watcher stamps them.
-- aiohttp's connection protocol (``ResponseHandler.data_received``): the event loop hands
+  ``recv``; the stand-in in the HTTP/1.1 connection's ``_network_stream``): before reading,
+  the receive queue is looked at; when nothing waits, the tap waits for the socket itself
+  (``poll``, without the GIL) and looks again as soon as bytes come, so the kernel's stamp
+  of the first segment is kept even when another thread holds the GIL when it lands.
+- httpcore / httpcore2 async streams (anyio; the stream's stand-in as the sync one's, its
+  protocol's in the transport, through ``set_protocol``): the queue is looked at before each
+  read; anyio pauses the transport between reads, so bytes that come while the task is busy
+  wait in the kernel, where the watcher stamps them.
+- aiohttp's connection protocol (``ResponseHandler.data_received``; the stand-in in its
+  transport, through ``set_protocol``): the event loop hands
   it the bytes (decrypted, under TLS) as soon as it takes them off the socket, before the
   response's reader sees them; bytes that come while the loop is busy wait in the kernel,
   where the watcher stamps them.
 - urllib3 / ``http.client`` responses (the raw ``socket.SocketIO`` under the response's
-  buffered file: the plain or TLS socket's ``recv_into``): as httpcore's sync streams, the
+  buffered file: the plain or TLS socket's ``recv_into``; its class swapped while tapped,
+  since the buffered file's ``raw`` cannot be replaced): as httpcore's sync streams, the
   queue looked at before each read and the socket waited for without the GIL.
 
 - An exchange the wire layer recognised on a socket or an event loop's transport
   (:mod:`._exchanges`): its reads are ours already; as urllib3's when on a socket, the bytes
   as the loop hands them over when on a transport.
 
-A stream type we do not know is not tapped (its owner keeps the hand-over times).
+A stream type we do not know is not tapped, nor an httpcore stream whose connection is not
+known (HTTP/2's): its owner keeps the hand-over times.
 """
 
 from __future__ import annotations
@@ -40,7 +44,15 @@ from typing import Any
 from ..._log import internal_error
 from ._arrivals import STAMPED_TAIL, Arrivals
 from ._exchange import Exchange
-from ._methods import is_replaced, replace_methods, restore_methods
+from ._methods import (
+    Undo,
+    is_replaced,
+    is_stand_in,
+    replace_methods,
+    restore_methods,
+    stand_in_attribute,
+    stand_in_protocol,
+)
 from ._watcher import WATCHER
 
 Untap = Callable[[], None]
@@ -90,7 +102,11 @@ def _decrypted_waiting(sock: Any) -> bool:
         return False
 
 
-def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap | None:
+#: The attribute of an httpcore HTTP/1.1 connection that holds its stream.
+_STREAM_ATTRIBUTE = "_network_stream"
+
+
+def _sync_tap(stream: Any, arrivals: Arrivals, holder: Any) -> Untap | None:
     cls = type(stream)
     original_read, original_write = cls.read, cls.write
 
@@ -135,22 +151,28 @@ def _sync_tap(stream: Any, arrivals: Arrivals) -> Untap | None:
             internal_error("net.tap")
         return data
 
-    if not replace_methods(stream, {"read": read, "write": write}):
+    undo = stand_in_attribute(holder, _STREAM_ATTRIBUTE, {"read": read, "write": write})
+    if undo is None:
         return None
-    return lambda: _untap(arrivals, stream)
+    return lambda: _untap(arrivals, undo)
 
 
-def _loop_protocol(stream: Any) -> Any:
-    """anyio's asyncio protocol under httpcore's async stream (plain, or under its TLS
-    stream), whose ``data_received`` the event loop calls as it takes bytes off the socket."""
+def _loop_transport(stream: Any) -> Any:
+    """The asyncio transport under httpcore's async stream (anyio's socket stream's, plain or
+    under its TLS stream), whose protocol's ``data_received`` the event loop calls as it
+    takes bytes off the socket."""
     inner = getattr(stream, "_stream", None)
     inner = getattr(inner, "transport_stream", inner)
-    protocol = getattr(inner, "_protocol", None)
-    return protocol if hasattr(protocol, "data_received") else None
+    return getattr(inner, "_transport", None)
 
 
-def _loop_tap(protocol: Any, arrivals: Arrivals) -> bool:
-    original = type(protocol).data_received
+def _loop_tap(transport: Any, arrivals: Arrivals) -> tuple[Any, Undo | None]:
+    """The transport's protocol, and how to untap its ``data_received`` (None: not tapped)."""
+    try:
+        protocol = transport.get_protocol()
+        original = type(protocol).data_received
+    except AttributeError:
+        return None, None
 
     def data_received(data: bytes) -> None:
         try:
@@ -159,17 +181,16 @@ def _loop_tap(protocol: Any, arrivals: Arrivals) -> bool:
             internal_error("net.tap")
         original(protocol, data)
 
-    return replace_methods(protocol, {"data_received": data_received})
+    return protocol, stand_in_protocol(transport, {"data_received": data_received})
 
 
-def _async_tap(stream: Any, arrivals: Arrivals) -> Untap | None:
+def _async_tap(stream: Any, arrivals: Arrivals, holder: Any) -> Untap | None:
     cls = type(stream)
     original_read, original_write = cls.read, cls.write
     # The loop takes the bytes off the socket before the task reads them: that is when they
     # had arrived by (when the loop was idle, the arrival; the watcher stamps the others).
-    found = protocol = _loop_protocol(stream)
-    if protocol is None or not _loop_tap(protocol, arrivals):
-        protocol = None
+    transport = _loop_transport(stream)
+    found, protocol_undo = (None, None) if transport is None else _loop_tap(transport, arrivals)
     # Under TLS the loop takes every queued byte at once and anyio's TLS stream hands them
     # over a record per read: the wire bytes a read consumed are the kernel's count less
     # what still waits above the socket (anyio's read queue, the ciphertext not decrypted).
@@ -216,11 +237,12 @@ def _async_tap(stream: Any, arrivals: Arrivals) -> Untap | None:
             internal_error("net.tap")
         return data
 
-    if not replace_methods(stream, {"read": read, "write": write}):
-        if protocol is not None:
-            restore_methods(protocol)
+    undo = stand_in_attribute(holder, _STREAM_ATTRIBUTE, {"read": read, "write": write})
+    if undo is None:
+        if protocol_undo is not None:
+            protocol_undo()
         return None
-    return lambda: _untap(arrivals, stream, protocol)
+    return lambda: _untap(arrivals, undo, protocol_undo)
 
 
 def _protocol_tap(protocol: Any, arrivals: Arrivals) -> Untap | None:
@@ -237,9 +259,12 @@ def _protocol_tap(protocol: Any, arrivals: Arrivals) -> Untap | None:
                 internal_error("net.tap")
         original(protocol, data)
 
-    if not replace_methods(protocol, {"data_received": data_received}):
+    transport = getattr(protocol, "transport", None)
+    undo = None if transport is None else stand_in_protocol(
+        transport, {"data_received": data_received})
+    if undo is None:
         return None
-    return lambda: _untap(arrivals, protocol)
+    return lambda: _untap(arrivals, undo)
 
 
 #: What :func:`before_socket_read` returns when the socket's timeout was left alone.
@@ -291,17 +316,20 @@ def _socketio_tap(raw: Any, arrivals: Arrivals) -> Untap | None:
 
     if not replace_methods(raw, {"readinto": readinto}):
         return None
-    return lambda: _untap(arrivals, raw)
+    return lambda: _untap(arrivals, lambda: restore_methods(raw))
 
 
-def _untap(arrivals: Arrivals, *tapped: Any) -> None:
+def _untap(arrivals: Arrivals, *undos: Undo | None) -> None:
     try:
         arrivals.stop_stamping()
     except Exception:  # noqa: BLE001
         internal_error("net.tap")
-    for obj in tapped:
-        if obj is not None:
-            restore_methods(obj)
+    for undo in undos:
+        if undo is not None:
+            try:
+                undo()
+            except Exception:  # noqa: BLE001
+                internal_error("net.tap")
 
 
 def _exchange_tap(exchange: Exchange, arrivals: Arrivals) -> Untap:
@@ -321,14 +349,15 @@ def _exchange_tap(exchange: Exchange, arrivals: Arrivals) -> Untap:
 _HTTPCORE_STREAMS = frozenset({"SyncStream", "AnyIOStream"})
 
 
-def tap(stream: Any, arrivals: Arrivals) -> Untap | None:
+def tap(stream: Any, arrivals: Arrivals, holder: Any = None) -> Untap | None:
     """Tap ``stream``'s reads into ``arrivals``; returns how to undo it, or None when the
-    stream's type is not one we know (or it is tapped already)."""
+    stream's type is not one we know (or it is tapped already).  ``holder``: the httpcore
+    connection whose ``_network_stream`` is ``stream`` (an httpcore stream is tapped there)."""
     cls = type(stream)
     if cls is Exchange:
         return _exchange_tap(stream, arrivals) if stream.arrivals is None else None
     module = getattr(cls, "__module__", "")
-    if is_replaced(stream) or getattr(stream, "__dict__", None) is None:
+    if is_replaced(stream) or is_stand_in(stream):
         return None
     if cls.__name__ == "ResponseHandler" and module.startswith("aiohttp"):
         transport = getattr(stream, "transport", None)
@@ -342,12 +371,12 @@ def tap(stream: Any, arrivals: Arrivals) -> Untap | None:
         return _socketio_tap(stream, arrivals)
     if cls.__name__ not in _HTTPCORE_STREAMS or not module.startswith(("httpcore", "httpcore2")):
         return None
-    if not hasattr(cls, "write"):
+    if not hasattr(cls, "write") or getattr(holder, _STREAM_ATTRIBUTE, None) is not stream:
         return None
     if cls.__name__ == "AnyIOStream":  # its read is a coroutine (SyncStream's is not)
         inner = getattr(stream, "_stream", None)
         arrivals.tls = hasattr(inner, "transport_stream")  # anyio's TLS stream
-        return _async_tap(stream, arrivals)
+        return _async_tap(stream, arrivals, holder)
     arrivals.tls = isinstance(getattr(stream, "_sock", None), ssl.SSLSocket) or not hasattr(
         stream, "_sock")
-    return _sync_tap(stream, arrivals)
+    return _sync_tap(stream, arrivals, holder)
