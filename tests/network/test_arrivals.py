@@ -63,6 +63,21 @@ def gated_writer(server: socket.socket, sends: str) -> tuple[subprocess.Popen[st
     return writer, go_w
 
 
+def _collection_of_at_least(seconds: float) -> list[list[int]]:
+    """A heap whose full collection takes at least ``seconds`` here (grown until it does, up
+    to 6 million objects): how long one takes depends on the machine and on what the process
+    froze before (``gc.freeze``), and a test that needs arrivals to land during one must not
+    find it too short to hold them."""
+    heap: list[list[int]] = []
+    while len(heap) < 6_000_000:
+        heap.extend([i] for i in range(500_000))
+        started = perf_counter()
+        gc.collect()
+        if perf_counter() - started >= seconds:
+            break
+    return heap
+
+
 def receive(client: socket.socket, size: int) -> bytes:
     data = b""
     while len(data) < size:
@@ -660,7 +675,7 @@ class TestWatcher:
             "    time.sleep(0.02)\n"
             "    t = time.perf_counter(); s.sendall(b'data: {\"n\": %d}\\n\\n' % n)\n"
             "    print(t, flush=True)\n"))
-        heap = [[i] for i in range(600_000)]
+        heap = _collection_of_at_least(0.1)
         arrivals = Arrivals(client)
         WATCHER.watch(arrivals)
         try:
