@@ -3,6 +3,8 @@ httpx path's phases, streamed or not; per-task network counts."""
 
 from __future__ import annotations
 
+import dis
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -135,3 +137,29 @@ class TestInstrumentAfterImport:
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 timeout=120, env=env)
         assert result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="specialisation came with 3.11")
+class TestPooledConnectionAfterTheTap:
+    """A pooled connection whose response was tapped for arrival times is read as fast after
+    it: its attributes are still where CPython specialises their reads (taken off as an
+    attribute, never through its ``__dict__``, which would stay the object's for good)."""
+
+    def test_attribute_reads_still_specialised(self, otel, sim) -> None:
+        body = {**BODY, "stream": True}
+        with requests.Session() as session:
+            for _ in range(2):
+                response = session.post(_url(sim), json=body, stream=True, timeout=10)
+                assert [line for line in response.iter_lines() if line][-1] == b"data: [DONE]"
+            manager = session.get_adapter(_url(sim)).poolmanager
+            (key,) = manager.pools.keys()
+            (connection,) = [c for c in manager.pools[key].pool.queue if c is not None]
+        assert len(_calls(otel)) == 2
+
+        def site(obj):
+            return obj.sock, obj.port
+
+        for _ in range(200):  # warm: the adaptive interpreter specialises after a few runs
+            site(connection)
+        assert [i.opname for i in dis.get_instructions(site, adaptive=True)
+                if "ATTR" in i.opname] == ["LOAD_ATTR_INSTANCE_VALUE"] * 2

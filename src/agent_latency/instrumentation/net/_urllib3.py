@@ -191,7 +191,12 @@ def getresponse_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> 
         response = wrapped(*args, **kwargs)
     finally:
         if tapped:
-            instance.__dict__.pop("response_class", None)
+            # Deleted as an attribute: asked for, the connection's ``__dict__`` would be its own
+            # from then on, and each later read of its attributes slower (``_methods``).
+            try:
+                del instance.response_class
+            except AttributeError:
+                pass
     try:
         attempt = sending.attempt
         attempt.t_headers = attempt.t_return = perf_counter()
