@@ -12,6 +12,7 @@ from agent_latency import semconv
 from agent_latency.instrumentation.llm import Settings
 from agent_latency.instrumentation.llm._invoke import call_wrapper
 from agent_latency.instrumentation.llm.openai import CHAT, OpenAIInstrumentor
+from agent_latency.instrumentation.net import _methods, _taps
 from agent_latency.instrumentation.protocols import view
 from agent_latency.simulator import Simulator, SimulatorConfig
 
@@ -83,3 +84,29 @@ class TestAiohttpAttempts:
 
         assert asyncio.run(run()) == 200
         assert _calls(otel) == []
+
+    def test_the_protocol_is_back_in_its_transport(self, otel, sim, monkeypatch) -> None:
+        """The tap's stand-in for aiohttp's protocol goes, and the protocol is the
+        transport's again, after each call on a kept-alive connection."""
+        made = []
+
+        def counting(transport, methods):
+            undo = _methods.stand_in_protocol(transport, methods)
+            made.append((transport, undo))
+            return undo
+
+        monkeypatch.setattr(_taps, "stand_in_protocol", counting)
+        url = sim.base_url + "/v1/chat/completions"
+        wrapper = call_wrapper(CHAT, Settings())
+
+        async def run() -> list:
+            async with aiohttp.ClientSession() as session:
+                for _ in range(2):
+                    await wrapper(_post, None, (session, url), dict(BODY))
+                return [transport.get_protocol() for transport, _ in made]
+
+        protocols = asyncio.run(run())
+        assert len(made) == 2 and all(undo is not None for _, undo in made)
+        assert made[0][0] is made[1][0]  # the kept-alive connection, tapped twice
+        assert all(type(p).__name__ == "ResponseHandler" for p in protocols)
+        assert not any(_methods.is_stand_in(p) for p in protocols)
