@@ -39,7 +39,8 @@ class _StandIn:
     """Base of the stand-ins: the object (``_target``), its replacements (``_methods``, None
     once retired); any other attribute is the object's."""
 
-    __slots__ = ("_methods", "_target")
+    # (``__weakref__``: a library may keep a weak reference to what it is handed)
+    __slots__ = ("__weakref__", "_methods", "_target")
 
     def __init__(self, target: Any, methods: dict[str, Callable[..., Any]] | None) -> None:
         object.__setattr__(self, "_target", target)
