@@ -204,10 +204,10 @@ test: system-packages servers $(VENV)/.test-installed $(LEGACY)/.test-installed 
 	  done; exit 1; fi; echo "make test: every part passed ($(TEST_PARTS))"
 
 # The core suites on each CPython 3.10-3.13 that pyenv has here (the newest patch release of
-# each), in a venv of its own with [test] (.venv-test-pyX.Y); the version .venv runs is
-# skipped (test-current runs the whole suite on it), and a version that is not installed is
-# one line, not a failure.  The versions' tests not marked quiet run side by side (most of
-# the suites' time is waiting on servers), without the tests marked slow (test-current runs
+# each), in a venv of its own with [test] and, as .venv, netfilterqueue for the kernel-delay
+# tests (.venv-test-pyX.Y); the version .venv runs is skipped (test-current runs the whole
+# suite on it), and a version that is not installed is one line, not a failure.  The
+# versions' tests not marked quiet run side by side (most of the suites' time is waiting on servers), without the tests marked slow (test-current runs
 # those), each into .venv-test-pyX.Y.log; then each version's quiet tests, one version after
 # another, so that they too have the machine alone (run beside the other versions' suites,
 # 3.10's quiet tests once shared two cores with two CPU-bound suites).  Each phase's summary
@@ -229,7 +229,8 @@ test-pythons: $(VENV)/.test-installed
 	  venv=.venv-test-py$$v; ran="$$ran $$venv"; rm -f $$venv/core.status; \
 	  ( if [ ! -f $$venv/.installed ]; then \
 	      $$p -m venv --clear $$venv && $$venv/bin/python -m pip install -q --upgrade pip && \
-	      $$venv/bin/python -m pip install -q -e '.[test]' && touch $$venv/.installed; fi && \
+	      $$venv/bin/python -m pip install -q -e '.[test]' && \
+	      $(call kernel_delay_deps,$$venv) && touch $$venv/.installed; fi && \
 	    $$venv/bin/python -V && \
 	    $(call pytest_busy_phase,$$venv/bin/python $(CORE_PYTEST),$(PYTHONS_WORKERS)); \
 	    echo $$? > $$venv/core.status \
