@@ -422,13 +422,6 @@ def _ssl_wrapper(real: Any) -> Any:
 
 
 # -- the event loop's transports -----------------------------------------------------------------
-def _unwatch_protocol(exchange: Exchange) -> None:
-    """The protocol back in its transport, in place of its stand-in."""
-    undo = exchange.saved
-    if undo is not None:
-        undo()
-
-
 def _watch_protocol(transport: Any, protocol: Any, exchange: Exchange) -> bool:
     """The response's bytes as the event loop hands them to ``protocol``, through a stand-in
     in ``transport`` (never the protocol object or its class changed); False where the
@@ -463,7 +456,8 @@ def _watch_protocol(transport: Any, protocol: Any, exchange: Exchange) -> bool:
                                          "connection_lost": connection_lost})
     if undo is None:
         return False
-    exchange.saved, exchange.undo = undo, _unwatch_protocol
+    # (at the exchange's end: the protocol back in its transport, in place of its stand-in)
+    exchange.undo = lambda _exchange: undo()
     return True
 
 
