@@ -52,11 +52,48 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[SIDE_BY_SIDE_ENV] = "1"
 
 
+#: Text every test file that marks tests quiet holds: the quiet phase collects only those
+#: files (collecting the whole suite imports every SDK it tests: ~20 CPU-s a phase, once per
+#: Python), and every other phase checks that no quiet test hides in a file without it.
+QUIET_MARK_TEXT = "mark.quiet"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``--quiet-tests=only`` leaves out test files that do not say ``mark.quiet``."""
+    if (config.getoption("quiet_tests", "include") != "only"
+            or collection_path.suffix != ".py" or not collection_path.name.startswith("test_")):
+        return None
+    try:
+        text = collection_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None  # collected as usual: pytest reports what is wrong with it
+    return None if QUIET_MARK_TEXT in text else True
+
+
+def _check_quiet_files_say_so(items: list[pytest.Item]) -> None:
+    """A quiet test whose file lacks :data:`QUIET_MARK_TEXT` (marked through a name imported
+    from elsewhere) would run in no phase: a usage error, not a silent gap."""
+    said: dict[Path, bool] = {}
+    for item in items:
+        if item.get_closest_marker("quiet") is None:
+            continue
+        path = Path(item.path)
+        if path not in said:
+            said[path] = QUIET_MARK_TEXT in path.read_text(encoding="utf-8")
+        if not said[path]:
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked quiet but {path.name} never says "
+                f"{QUIET_MARK_TEXT!r}: make test's quiet phase would not collect it "
+                f"(mark it with pytest.mark.quiet in that file)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``--quiet-tests``: make test runs most tests on xdist workers side by side and the
     ones marked ``quiet`` (timing bounds too tight for a machine busy with the suite itself)
     in a serial phase of their own."""
     _rerun_quiet_tests(config, items)
+    if config.getoption("quiet_tests", "include") != "only":
+        _check_quiet_files_say_so(items)
     which = config.getoption("quiet_tests", "include")
     if which == "include":
         return

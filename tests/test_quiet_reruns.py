@@ -98,3 +98,29 @@ def test_in_a_subprocess():
 def test_not_marked():
     assert SIDE_BY_SIDE_ENV not in os.environ
 '''
+
+
+class TestQuietPhaseCollection:
+    """The quiet phase imports only the test files that say ``mark.quiet``; a quiet test
+    marked from elsewhere stops every phase with a usage error instead of running in none."""
+
+    def test_files_without_quiet_tests_are_not_imported(self, own_suite: pytest.Pytester) -> None:
+        """A file that cannot even be imported is no error to the quiet phase."""
+        own_suite.makepyfile(test_timing=SLACK_TESTS,
+                             test_plain="raise RuntimeError('imported')\n")
+        quiet = own_suite.runpytest_subprocess("-p", "no:cacheprovider", "--quiet-tests=only")
+        quiet.assert_outcomes(passed=1, deselected=2)
+        busy = own_suite.runpytest_subprocess("-p", "no:cacheprovider", "--quiet-tests=skip")
+        busy.assert_outcomes(errors=1)
+
+    def test_a_quiet_mark_from_elsewhere_is_a_usage_error(self, own_suite: pytest.Pytester) -> None:
+        """Marked through an imported name: the file never says so, and no phase runs."""
+        own_suite.makepyfile(marks="import pytest\nQUIET = pytest.mark.quiet\n",
+                             test_hidden="from marks import QUIET\n\n"
+                                         "@QUIET\ndef test_timed():\n    pass\n")
+        for phase in ("skip", "include"):
+            result = own_suite.runpytest_subprocess("-p", "no:cacheprovider",
+                                                    f"--quiet-tests={phase}")
+            assert result.ret == pytest.ExitCode.USAGE_ERROR
+            result.stderr.fnmatch_lines(["*test_timed is marked quiet but test_hidden.py "
+                                         "never says 'mark.quiet'*"])
