@@ -24,10 +24,10 @@ class TestProjectionOnTheSimulator:
 
     @pytest.mark.parametrize("agent", ["sequential", "parallel"])
     def test_output_rate_change(self, tmp_path, agent):
-        recorded = record(4000, 100, tmp_path, agent)
+        recorded = record(4000, 200, tmp_path, agent)
         projection = project(recorded.intervals, recorded.span.start_ns, recorded.span.end_ns,
-                             Scenario(output_tps=400))
-        measured = record(4000, 400, tmp_path, agent).budget.wall
+                             Scenario(output_tps=800))
+        measured = record(4000, 800, tmp_path, agent).budget.wall
         assert projection.projected_wall == pytest.approx(measured, rel=0.10)
         assert projection.projected_wall < 0.6 * projection.recorded_wall
 
