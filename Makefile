@@ -39,9 +39,10 @@ PYTEST_ARGS ?=
 # phases in one process each, as before (to debug one test: PYTEST_ARGS="-k NAME" or plain
 # `.venv/bin/python -m pytest tests/...`, which runs serially).  The suite is CPU-bound
 # (measured: 1,336 CPU-s in 1,343 s serial), so more workers than cores only add contention.
-# PHASES picks them: make test runs every part's first phase at once (PHASES=busy), then the
-# parts' quiet phases one after another (PHASES=quiet); a part made alone runs both.
-PHASES ?= busy quiet
+# So do more suites at once: test-pythons' versions run beside test-current's and
+# test-legacy's first phases took 1,029 s and 1,800 CPU-s where one after the other they
+# took 1,020 s and ~1,600 (idle 2-core machine, 2026-12-01), and two suites' tests then
+# shared the default OTLP ports (tests/test_exporters.py listens on them).
 TEST_WORKERS ?= 2
 # make test-pythons runs its three versions side by side already: one process each.
 PYTHONS_WORKERS ?= 0
@@ -74,9 +75,7 @@ SERVER_SOURCES := $(foreach m,$(SERVER_MODULES),$(m)/go.mod $(m)/go.sum) \
 # $(1): an interpreter and pytest's options and paths; $(2): the worker count.  Both phases
 # run; the part fails if either failed (a phase that selects nothing passes).
 define pytest_phases
-	rc=0; \
-	$(if $(filter busy,$(PHASES)),$(call pytest_busy_phase,$(1),$(2)) || rc=1;) \
-	$(if $(filter quiet,$(PHASES)),$(call pytest_quiet_phase,$(1)) || rc=1;) \
+	rc=0; $(call pytest_busy_phase,$(1),$(2)) || rc=1; $(call pytest_quiet_phase,$(1)) || rc=1; \
 	exit $$rc
 endef
 define pytest_busy_phase
@@ -201,54 +200,29 @@ system-packages:
 # not Linux's.
 children_cpu = awk '{ print $$16 + $$17 }' /proc/$$$$/stat 2>/dev/null
 
-# $(1): a make target and its variables.  Made, then its wall time and the CPU time its
-# processes used printed; the shell's status is make's.
-define timed_part
-started=$$(date +%s); cpu=$$($(children_cpu)); $(MAKE) --no-print-directory $(1); status=$$?; \
-echo "== make $(1): $$(( $$(date +%s) - started )) s$$( [ -n "$$cpu" ] && \
-  echo " ($$(( ($$($(children_cpu)) - cpu) / 100 )) CPU-s)")"; [ $$status = 0 ]
-endef
-
-# In this order: the quick checks; then every pytest part's tests not marked quiet at once
-# (test-pythons' versions in the background, test-current then test-legacy beside them: on
-# their own each left a core idle a third of the time, waiting on servers and sleeps), the
-# versions' lines printed when all are done; then each part's quiet tests, one part after
-# another, each with the machine to itself.  Every part runs even when one fails; the failed
-# ones are listed at the end (and fail make) as the commands that rerun them.
-QUICK_PARTS := lint typecheck docs-check
-PYTEST_PARTS := test-current test-legacy test-pythons
+# Every part runs even when one fails; the failed ones are listed at the end (and fail make).
+TEST_PARTS := lint typecheck test-current test-legacy docs-check test-pythons
 test: system-packages servers $(VENV)/.test-installed $(LEGACY)/.test-installed $(AIDER)/.test-installed \
       $(FRAMEWORKS)/.test-installed $(PHOENIX)/.test-installed pythons
-	@failed=""; \
-	for part in $(QUICK_PARTS); do echo "== make $$part"; \
-	  $(call timed_part,$$part) || failed="$$failed|$$part"; done; \
-	echo "== side by side: make test-pythons PHASES=busy (its lines at the end), make test-current PHASES=busy, then make test-legacy PHASES=busy"; \
-	all_started=$$(date +%s); all_cpu=$$($(children_cpu)); \
-	( started=$$(date +%s); $(MAKE) --no-print-directory test-pythons PHASES=busy; status=$$?; \
-	  echo "== make test-pythons PHASES=busy: $$(( $$(date +%s) - started )) s"; exit $$status \
-	) > .venv-test-pythons.log 2>&1 & pythons=$$!; \
-	for part in test-current test-legacy; do echo "== make $$part PHASES=busy"; \
-	  $(call timed_part,$$part PHASES=busy) || failed="$$failed|$$part PHASES=busy"; done; \
-	wait $$pythons || failed="$$failed|test-pythons PHASES=busy"; cat .venv-test-pythons.log; \
-	echo "== side by side: $$(( $$(date +%s) - all_started )) s$$( [ -n "$$all_cpu" ] && \
-	  echo " ($$(( ($$($(children_cpu)) - all_cpu) / 100 )) CPU-s)")"; \
-	for part in $(PYTEST_PARTS); do echo "== make $$part PHASES=quiet"; \
-	  $(call timed_part,$$part PHASES=quiet) || failed="$$failed|$$part PHASES=quiet"; done; \
-	if [ -n "$$failed" ]; then echo; echo "$$failed" | tr '|' '\n' | sed -e '/^$$/d' \
-	  -e 's/^/make test: FAILED: make /'; exit 1; fi; \
-	echo "make test: every part passed ($(QUICK_PARTS), then $(PYTEST_PARTS) side by side, then their quiet tests)"
+	@failed=""; for part in $(TEST_PARTS); do \
+	  echo "== make $$part"; started=$$(date +%s); cpu=$$($(children_cpu)); \
+	  $(MAKE) --no-print-directory $$part || failed="$$failed $$part"; \
+	  echo "== make $$part: $$(( $$(date +%s) - started )) s$$( [ -n "$$cpu" ] && \
+	    echo " ($$(( ($$($(children_cpu)) - cpu) / 100 )) CPU-s)")"; \
+	done; \
+	if [ -n "$$failed" ]; then echo; for part in $$failed; do echo "make test: FAILED: make $$part"; \
+	  done; exit 1; fi; echo "make test: every part passed ($(TEST_PARTS))"
 
 # The core suites on each CPython 3.10-3.13 that pyenv has here (the newest patch release of
 # each), in a venv of its own with [test] and, as .venv, netfilterqueue for the kernel-delay
 # tests (.venv-test-pyX.Y); the version .venv runs is skipped (test-current runs the whole
 # suite on it), and a version that is not installed is one line, not a failure.  The
-# versions' tests not marked quiet (PHASES=busy) run side by side, one process each, without
-# the tests marked slow (test-current runs those), each into .venv-test-pyX.Y.log; then
-# (PHASES=quiet) each version's quiet tests, one version after another into
-# .venv-test-pyX.Y.quiet.log, so that they too have the machine alone (run beside the other
-# versions' suites, 3.10's quiet tests once shared two cores with two CPU-bound suites).
-# Each phase's summary line is printed, and any that failed fails the target once all are
-# done.  CORE_PYTHONS="3.13" runs one.
+# versions' tests not marked quiet run side by side (most of the suites' time is waiting on servers), without the tests marked slow (test-current runs
+# those), each into .venv-test-pyX.Y.log; then each version's quiet tests, one version after
+# another, so that they too have the machine alone (run beside the other versions' suites,
+# 3.10's quiet tests once shared two cores with two CPU-bound suites).  Each phase's summary
+# line is printed, and any that failed fails the target once all are done.
+# CORE_PYTHONS="3.13" runs one.
 CORE_SUITES ?= tests/instrumentation tests/tools tests/network tests/budget tests/report
 CORE_PYTHONS ?= 3.10 3.11 3.12 3.13
 PYENV_VERSIONS_DIR = $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions
@@ -262,32 +236,27 @@ test-pythons: $(VENV)/.test-installed
 	  p=$$(ls -d $(PYENV_VERSIONS_DIR)/$$v.*/bin/python 2>/dev/null | sort -V | tail -n 1); \
 	  if [ -z "$$p" ]; then echo "Python $$v: not installed here (pyenv versions), skipped"; \
 	    continue; fi; \
-	  venv=.venv-test-py$$v; ran="$$ran $$venv"; \
-	  $(if $(filter busy,$(PHASES)),rm -f $$venv/busy.status; \
+	  venv=.venv-test-py$$v; ran="$$ran $$venv"; rm -f $$venv/core.status; \
 	  ( if [ ! -f $$venv/.installed ]; then \
 	      $$p -m venv --clear $$venv && $$venv/bin/python -m pip install -q --upgrade pip && \
 	      $$venv/bin/python -m pip install -q -e '.[test]' && \
 	      $(call kernel_delay_deps,$$venv) && touch $$venv/.installed; fi && \
 	    $$venv/bin/python -V && \
 	    $(call pytest_busy_phase,$$venv/bin/python $(CORE_PYTEST),$(PYTHONS_WORKERS)); \
-	    echo $$? > $$venv/busy.status \
-	  ) > $$venv.log 2>&1 &) \
+	    echo $$? > $$venv/core.status \
+	  ) > $$venv.log 2>&1 & \
 	done; wait; \
-	$(if $(filter quiet,$(PHASES)),for venv in $$ran; do \
-	  rm -f $$venv/quiet.status; \
-	  if [ ! -f $$venv/.installed ]; then \
-	    echo "$$venv is not made yet: make test-pythons (PHASES=busy makes it)" > $$venv.quiet.log; \
-	    echo 1 > $$venv/quiet.status 2>/dev/null; continue; fi; \
-	  { $$venv/bin/python -V && $(call pytest_quiet_phase,$$venv/bin/python $(CORE_PYTEST)); \
-	    echo $$? > $$venv/quiet.status; } > $$venv.quiet.log 2>&1; done;) \
+	for venv in $$ran; do \
+	  [ -f $$venv/.installed ] || continue; \
+	  $(call pytest_quiet_phase,$$venv/bin/python $(CORE_PYTEST)) >> $$venv.log 2>&1 || \
+	    echo 1 > $$venv/core.status; done; \
 	failed=""; \
-	for venv in $$ran; do for phase in $(PHASES); do \
-	  log=$$venv.log; [ $$phase = quiet ] && log=$$venv.quiet.log; \
-	  echo "== core suites on $$(head -n 1 $$log) ($$phase): $$(grep -E ' in [0-9.]+s' $$log | \
+	for venv in $$ran; do \
+	  echo "== core suites on $$(head -n 1 $$venv.log): $$(grep -E ' in [0-9.]+s' $$venv.log | \
 	    sed -e 's/^=* *//' -e 's/ *=*$$//' | awk 'NR > 1 { printf "; " } { printf "%s", $$0 }')"; \
-	  grep -E '^(FAILED|ERROR) ' $$log | head -n 20; \
-	  [ "$$(cat $$venv/$$phase.status 2>/dev/null)" = 0 ] || failed="$$failed $$log"; done; done; \
-	if [ -n "$$failed" ]; then echo "failed, their logs:$$failed"; exit 1; fi
+	  grep -E '^(FAILED|ERROR) ' $$venv.log | head -n 20; \
+	  [ "$$(cat $$venv/core.status 2>/dev/null)" = 0 ] || failed="$$failed $$venv"; done; \
+	if [ -n "$$failed" ]; then echo "failed:$$failed (their logs: <venv>.log)"; exit 1; fi
 
 # The rule set is [tool.ruff.lint] in pyproject.toml; checks only, never reformats.
 LINT_PATHS ?= src tests benchmarks deploy
