@@ -50,10 +50,21 @@ def require(*names: str) -> dict[str, str]:
     return found  # type: ignore[return-value]
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port free on loopback now, and never one this process handed out before: a server's
+    configuration takes several at once, each closed again until the server binds it, and
+    the kernel may give a just-closed port again (a Collector's health check and Prometheus
+    exporter once got the same one, and it exited: address already in use)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 0.25) -> Any:
