@@ -12,7 +12,7 @@
 
 PYTHON ?= python3
 # Python caches compiled modules (and pytest its assertion-rewritten test modules) only where
-# PYTHONDONTWRITEBYTECODE is unset; a machine that sets it (this project's CI image does)
+# PYTHONDONTWRITEBYTECODE is unset; a machine that sets it (the one this was measured on does)
 # compiles them again in every process: 7 of the 28 CPU-s each pytest process spent
 # collecting the suite, in each of make test's dozen pytest processes.  The caches go to
 # __pycache__/ (ignored by git; never in the sdist or wheel).
@@ -39,7 +39,7 @@ PYTEST_ARGS ?=
 # phases in one process each, as before (to debug one test: PYTEST_ARGS="-k NAME" or plain
 # `.venv/bin/python -m pytest tests/...`, which runs serially).  The suite is CPU-bound
 # (measured: 1,336 CPU-s in 1,343 s serial), so more workers than cores only add contention.
-# So do more suites at once: test-pythons' versions run beside test-current's and
+# More suites at once do no better: test-pythons' versions run beside test-current's and
 # test-legacy's first phases took 1,029 s and 1,800 CPU-s where one after the other they
 # took 1,020 s and ~1,600 (idle 2-core machine, 2026-12-01), and two suites' tests then
 # shared the default OTLP ports (tests/test_exporters.py listens on them).

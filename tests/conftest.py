@@ -92,9 +92,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ones marked ``quiet`` (timing bounds too tight for a machine busy with the suite itself)
     in a serial phase of their own."""
     _rerun_quiet_tests(config, items)
-    if config.getoption("quiet_tests", "include") != "only":
-        _check_quiet_files_say_so(items)
     which = config.getoption("quiet_tests", "include")
+    if which != "only":
+        _check_quiet_files_say_so(items)
     if which == "include":
         return
     keep, drop = [], []
