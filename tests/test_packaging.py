@@ -9,10 +9,13 @@ Slow (a build and two installs from the package index, once per session): marked
 from __future__ import annotations
 
 import os
+import py_compile
 import shutil
 import subprocess
 import sys
+import tarfile
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -32,6 +35,8 @@ def _need(module: str) -> None:
 def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The sdist and the wheel, built once a session from a copy of the tracked tree."""
     _need("build")
+    # make test writes bytecode caches into the tree; one is there for the build to leave out.
+    py_compile.compile(str(ROOT / "src" / "agent_latency" / "__init__.py"), doraise=True)
     out = tmp_path_factory.mktemp("dist")
     subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
                    check=True, capture_output=True, timeout=900)
@@ -88,12 +93,16 @@ class TestRelease:
         assert result.stdout.count("PASSED") == 2
 
     def test_wheel_holds_the_demo(self, dist):
-        import zipfile
-
         names = zipfile.ZipFile(dist["wheel"]).namelist()
         assert "agent_latency/_examples/demo_agent.py" in names
         assert "agent_latency/_examples/scripts/coding_agent.json" in names
         assert "agent_latency/py.typed" in names
+
+    def test_no_bytecode_caches(self, dist):
+        names = zipfile.ZipFile(dist["wheel"]).namelist()
+        with tarfile.open(dist["sdist"]) as sdist:
+            names += sdist.getnames()
+        assert [n for n in names if "__pycache__" in n or n.endswith(".pyc")] == []
 
     def test_installed_not_the_source_tree(self, fresh):
         result = fresh.run("python", "-c", "import agent_latency; print(agent_latency.__file__)")
