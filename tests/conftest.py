@@ -58,16 +58,21 @@ def pytest_configure(config: pytest.Config) -> None:
 QUIET_MARK_TEXT = "mark.quiet"
 
 
+def _says_quiet(path: Path) -> bool | None:
+    """Whether the file says :data:`QUIET_MARK_TEXT`; None when it cannot be read."""
+    try:
+        return QUIET_MARK_TEXT in path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """``--quiet-tests=only`` leaves out test files that do not say ``mark.quiet``."""
     if (config.getoption("quiet_tests", "include") != "only"
             or collection_path.suffix != ".py" or not collection_path.name.startswith("test_")):
         return None
-    try:
-        text = collection_path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None  # collected as usual: pytest reports what is wrong with it
-    return None if QUIET_MARK_TEXT in text else True
+    # Unreadable: collected as usual, and pytest reports what is wrong with it.
+    return True if _says_quiet(collection_path) is False else None
 
 
 def _check_quiet_files_say_so(items: list[pytest.Item]) -> None:
@@ -79,7 +84,7 @@ def _check_quiet_files_say_so(items: list[pytest.Item]) -> None:
             continue
         path = Path(item.path)
         if path not in said:
-            said[path] = QUIET_MARK_TEXT in path.read_text(encoding="utf-8")
+            said[path] = _says_quiet(path) is not False
         if not said[path]:
             raise pytest.UsageError(
                 f"{item.nodeid} is marked quiet but {path.name} never says "
